@@ -1,0 +1,1 @@
+"""Debezium CDC: connector management and typed change events."""

@@ -1,0 +1,1 @@
+"""An append-only, exactly-once event store on Kafka."""

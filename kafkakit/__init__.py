@@ -1,0 +1,1 @@
+"""Kafka plumbing shared by cdc, eventstore and materializers: settings, start positions, errors."""

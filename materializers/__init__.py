@@ -1,0 +1,1 @@
+"""PySpark Structured Streaming materializers: Redis cache, search index, Delta warehouse."""
