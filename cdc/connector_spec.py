@@ -1,0 +1,353 @@
+"""A typed spec for one Debezium Postgres connector, rendered to Connect's flat config (pure).
+
+Production-minded defaults, each for a reason:
+- pgoutput (built into Postgres; no server plugin) and a slot + publication named after the connector,
+  so two connectors never share (and fight over) a slot; publication `filtered` = only our tables.
+- Heartbeats with an action query that upserts one row into a small heartbeat table which is itself
+  captured: even when every captured table is idle, the slot then sees changes and can advance, so it
+  does not pin WAL. `heartbeat_table_ddl()` creates the table (`cdc apply` runs it in pre-flight).
+- Compacted topics created by Connect (topic-creation group `default`): the latest value per primary
+  key is the row; `tombstones.on.delete=true` lets compaction drop deleted keys.
+- Value modes chosen so `cdc.values` decodes exactly: numeric as string (+ propagated source type, so
+  the decoder knows the string is a number), intervals as ISO strings, microsecond times, bytea as
+  bytes (base64 in JSON — exact), hstore as JSON.
+- Truncates stay skipped (Debezium's default): a truncate event has a null key and a compacted topic
+  rejects null keys, which would fail the task.
+
+Spec files (YAML or JSON) use the field names below; unknown keys are refused. `extra` passes raw
+Debezium/Connect options through (it may override defaults, not the keys a field manages).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+from psycopg.conninfo import conninfo_to_dict
+
+from cdc.errors import SpecError
+from cdc.values import DEFAULT_UNAVAILABLE_PLACEHOLDER
+
+POSTGRES_CONNECTOR_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
+_JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+_TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*\.[A-Za-z_][A-Za-z0-9_$]*$")
+_SLOT = re.compile(r"^[a-z0-9_]{1,63}$")
+_SNAPSHOT_MODES = ("initial", "always", "initial_only", "no_data", "when_needed", "configuration_based")
+
+
+def sanitize_identifier(text: str, prefix: str = "dbz_") -> str:
+    """A Postgres slot/publication name from free text: [a-z0-9_], at most 63 characters."""
+    return (prefix + re.sub(r"[^a-z0-9_]", "_", text.lower()))[:63]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DatabaseSpec:
+    """How the Connect worker reaches Postgres (the connector's login needs REPLICATION)."""
+
+    hostname: str
+    port: int = 5432
+    user: str
+    password: str = field(default="", repr=False)
+    dbname: str
+
+    @classmethod
+    def from_dsn(cls, dsn: str) -> DatabaseSpec:
+        """Build from a libpq DSN/URL such as postgresql://user:pw@host:5432/db."""
+        try:
+            parts = conninfo_to_dict(dsn)
+        except Exception as exc:  # psycopg raises ProgrammingError for a malformed DSN
+            raise SpecError(f"database DSN is malformed ({exc}); write postgresql://user@host:port/db") from exc
+        return cls(
+            hostname=str(parts.get("host") or "127.0.0.1"),
+            port=int(parts.get("port") or 5432),
+            user=str(parts.get("user") or "postgres"),
+            password=str(parts.get("password") or ""),
+            dbname=str(parts.get("dbname") or parts.get("user") or "postgres"),
+        )
+
+    def conninfo(self) -> dict[str, Any]:
+        """Keyword arguments for psycopg.connect with exactly the connector's credentials."""
+        return {
+            "host": self.hostname,
+            "port": self.port,
+            "user": self.user,
+            "password": self.password,
+            "dbname": self.dbname,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeartbeatSpec:
+    enabled: bool = True
+    interval_ms: int = 10_000
+    table: str = "public.cdc_heartbeat"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicSpec:
+    partitions: int = 1
+    replication_factor: int = 1
+
+
+# Config keys a spec field owns; `extra` may not set them (it would silently fight the field).
+_MANAGED_KEYS = frozenset(
+    {
+        "name",
+        "connector.class",
+        "database.hostname",
+        "database.port",
+        "database.user",
+        "database.password",
+        "database.dbname",
+        "topic.prefix",
+        "table.include.list",
+        "message.key.columns",
+        "slot.name",
+        "publication.name",
+        "snapshot.mode",
+        "heartbeat.interval.ms",
+        "heartbeat.action.query",
+        "topic.creation.default.partitions",
+        "topic.creation.default.replication.factor",
+        "unavailable.value.placeholder",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectorSpec:
+    name: str
+    database: DatabaseSpec
+    topic_prefix: str
+    tables: tuple[str, ...]
+    message_key_columns: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    slot_name: str | None = None
+    publication_name: str | None = None
+    snapshot_mode: str = "initial"
+    heartbeat: HeartbeatSpec = HeartbeatSpec()
+    topics: TopicSpec = TopicSpec()
+    unavailable_value_placeholder: str = DEFAULT_UNAVAILABLE_PLACEHOLDER
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        problems = list(_problems(self))
+        if problems:
+            raise SpecError("connector spec is invalid: " + "; ".join(problems))
+
+    # ---- derived names -------------------------------------------------------------------------
+    @property
+    def resolved_slot_name(self) -> str:
+        return self.slot_name or sanitize_identifier(self.name)
+
+    @property
+    def resolved_publication_name(self) -> str:
+        return self.publication_name or sanitize_identifier(self.name, prefix="dbz_pub_")
+
+    @property
+    def captured_tables(self) -> tuple[str, ...]:
+        """Tables in the publication: the user's plus the heartbeat table (so heartbeats reach the slot)."""
+        if self.heartbeat.enabled and self.heartbeat.table not in self.tables:
+            return (*self.tables, self.heartbeat.table)
+        return self.tables
+
+    def topic_for(self, table: str) -> str:
+        return f"{self.topic_prefix}.{table}"
+
+    def key_columns_for(self, table: str) -> tuple[str, ...]:
+        return dict(self.message_key_columns).get(table, ())
+
+    def heartbeat_table_ddl(self) -> str:
+        return (
+            f"CREATE TABLE IF NOT EXISTS {_quote_table(self.heartbeat.table)} "
+            "(connector text PRIMARY KEY, beat_at timestamptz NOT NULL)"
+        )
+
+    def heartbeat_query(self) -> str:
+        literal = self.name.replace("'", "''")
+        return (
+            f"INSERT INTO {_quote_table(self.heartbeat.table)} (connector, beat_at) VALUES ('{literal}', now()) "
+            "ON CONFLICT (connector) DO UPDATE SET beat_at = EXCLUDED.beat_at"
+        )
+
+    # ---- rendering -----------------------------------------------------------------------------
+    def to_config(self) -> dict[str, str]:
+        """Connect's flat string config (what PUT /connectors/{name}/config takes)."""
+        config: dict[str, str] = {
+            "connector.class": POSTGRES_CONNECTOR_CLASS,
+            "tasks.max": "1",
+            "plugin.name": "pgoutput",
+            "database.hostname": self.database.hostname,
+            "database.port": str(self.database.port),
+            "database.user": self.database.user,
+            "database.password": self.database.password,
+            "database.dbname": self.database.dbname,
+            "topic.prefix": self.topic_prefix,
+            "table.include.list": ",".join(_table_regex(t) for t in self.captured_tables),
+            "slot.name": self.resolved_slot_name,
+            "publication.name": self.resolved_publication_name,
+            "publication.autocreate.mode": "filtered",
+            "snapshot.mode": self.snapshot_mode,
+            "tombstones.on.delete": "true",
+            "decimal.handling.mode": "string",
+            "interval.handling.mode": "string",
+            "time.precision.mode": "adaptive_time_microseconds",
+            "binary.handling.mode": "bytes",
+            "hstore.handling.mode": "json",
+            # The decoder needs the source type to tell a numeric-as-string from text.
+            "column.propagate.source.type": ".*",
+            "unavailable.value.placeholder": self.unavailable_value_placeholder,
+            # Pin the converters the decoder expects instead of trusting the worker's defaults.
+            "key.converter": _JSON_CONVERTER,
+            "key.converter.schemas.enable": "true",
+            "value.converter": _JSON_CONVERTER,
+            "value.converter.schemas.enable": "true",
+            "topic.creation.default.partitions": str(self.topics.partitions),
+            "topic.creation.default.replication.factor": str(self.topics.replication_factor),
+            "topic.creation.default.cleanup.policy": "compact",
+        }
+        if self.message_key_columns:
+            config["message.key.columns"] = ";".join(
+                f"{table}:{','.join(cols)}" for table, cols in self.message_key_columns
+            )
+        if self.heartbeat.enabled:
+            config["heartbeat.interval.ms"] = str(self.heartbeat.interval_ms)
+            config["heartbeat.action.query"] = self.heartbeat_query()
+        config.update(self.extra)
+        return config
+
+    # ---- loading -------------------------------------------------------------------------------
+    @classmethod
+    def from_file(cls, path: str | Path) -> ConnectorSpec:
+        """Load a YAML (.yaml/.yml) or JSON (.json) spec; errors name the file and the offending key."""
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SpecError(f"cannot read spec file {p}: {exc.strerror}") from exc
+        try:
+            if p.suffix in (".yaml", ".yml"):
+                doc = yaml.safe_load(text)
+            elif p.suffix == ".json":
+                doc = json.loads(text)
+            else:
+                raise SpecError(f"spec file {p} must end in .yaml, .yml or .json")
+        except (yaml.YAMLError, json.JSONDecodeError) as exc:
+            raise SpecError(f"spec file {p} is not valid {p.suffix[1:].upper()}: {exc}") from exc
+        try:
+            return cls.from_mapping(doc)
+        except SpecError as exc:
+            raise SpecError(f"{p}: {exc}") from exc
+
+    @classmethod
+    def from_mapping(cls, doc: Any) -> ConnectorSpec:
+        if not isinstance(doc, dict):
+            raise SpecError("a connector spec must be a mapping of field names to values")
+        _refuse_unknown(doc, cls, "spec")
+        for required in ("name", "database", "topic_prefix", "tables"):
+            if required not in doc:
+                raise SpecError(f"missing required key {required!r}")
+        args = dict(doc)
+        args["database"] = _nested(DatabaseSpec, doc["database"], "database")
+        if "heartbeat" in doc:
+            args["heartbeat"] = _nested(HeartbeatSpec, doc["heartbeat"], "heartbeat")
+        if "topics" in doc:
+            args["topics"] = _nested(TopicSpec, doc["topics"], "topics")
+        args["tables"] = tuple(_str_list(doc["tables"], "tables"))
+        mkc = doc.get("message_key_columns") or {}
+        if not isinstance(mkc, dict):
+            raise SpecError("message_key_columns must map table -> list of columns")
+        args["message_key_columns"] = tuple(
+            (str(t), tuple(_str_list(cols, f"message_key_columns.{t}"))) for t, cols in mkc.items()
+        )
+        extra = doc.get("extra") or {}
+        if not isinstance(extra, dict):
+            raise SpecError("extra must be a mapping of Debezium option -> value")
+        args["extra"] = {str(k): _scalar_text(v, f"extra.{k}") for k, v in extra.items()}
+        return cls(**args)
+
+
+def _problems(spec: ConnectorSpec) -> list[str]:
+    out = []
+    if not _NAME.match(spec.name):
+        out.append(f"name {spec.name!r} must be letters, digits, '.', '_' or '-' (it goes into URLs)")
+    if not _NAME.match(spec.topic_prefix):
+        out.append(f"topic_prefix {spec.topic_prefix!r} must be letters, digits, '.', '_' or '-'")
+    if not spec.tables:
+        out.append("tables must list at least one schema.table")
+    for table in (*spec.tables, *(t for t, _ in spec.message_key_columns), spec.heartbeat.table):
+        if not _TABLE.match(table):
+            out.append(f"table {table!r} must be written schema.table (e.g. public.orders)")
+    for table, cols in spec.message_key_columns:
+        if not cols:
+            out.append(f"message_key_columns.{table} must name at least one column")
+    if spec.slot_name is not None and not _SLOT.match(spec.slot_name):
+        out.append(f"slot_name {spec.slot_name!r} must be 1-63 characters of [a-z0-9_]")
+    if spec.publication_name is not None and not _SLOT.match(spec.publication_name):
+        out.append(f"publication_name {spec.publication_name!r} must be 1-63 characters of [a-z0-9_]")
+    if spec.snapshot_mode not in _SNAPSHOT_MODES:
+        out.append(f"snapshot_mode {spec.snapshot_mode!r} is not one of {', '.join(_SNAPSHOT_MODES)}")
+    if spec.topics.partitions < 1 or spec.topics.replication_factor < 1:
+        out.append("topics.partitions and topics.replication_factor must be >= 1")
+    if spec.heartbeat.interval_ms < 1:
+        out.append("heartbeat.interval_ms must be >= 1")
+    clash = sorted(set(spec.extra) & _MANAGED_KEYS)
+    if clash:
+        out.append(f"extra sets {clash}, which spec fields manage; use the spec fields instead")
+    return out
+
+
+def _refuse_unknown(doc: Mapping[str, Any], cls: type, where: str) -> None:
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(doc) - known)
+    if unknown:
+        raise SpecError(
+            f"unknown key(s) {unknown} in {where}; known keys: {sorted(known)} "
+            "(raw Debezium options go under 'extra')"
+        )
+
+
+def _nested(cls: type[Any], doc: Any, where: str) -> Any:
+    if not isinstance(doc, dict):
+        raise SpecError(f"{where} must be a mapping")
+    _refuse_unknown(doc, cls, where)
+    for f in fields(cls):
+        expected = _SIMPLE_TYPES.get(str(f.type))
+        value = doc.get(f.name)
+        if value is not None and expected is not None and type(value) is not expected:
+            raise SpecError(f"{where}.{f.name} must be {f.type}, got {value!r}")
+    try:
+        return cls(**doc)
+    except TypeError as exc:
+        raise SpecError(f"{where}: {exc}") from exc
+
+
+_SIMPLE_TYPES: dict[str, type] = {"str": str, "int": int, "bool": bool}
+
+
+def _str_list(value: Any, where: str) -> list[str]:
+    if isinstance(value, str) or not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SpecError(f"{where} must be a list of strings")
+    return value
+
+
+def _scalar_text(value: Any, where: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise SpecError(f"{where} must be a string, number or boolean")
+
+
+def _table_regex(table: str) -> str:
+    return re.escape(table)
+
+
+def _quote_table(table: str) -> str:
+    schema, name = table.split(".", 1)
+    return f'"{schema}"."{name}"'

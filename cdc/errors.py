@@ -1,0 +1,95 @@
+"""Errors raised by the cdc package; all derive from `kafkakit.errors.ToolkitError`.
+
+Every message says what went wrong and what to do next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kafkakit.errors import ToolkitError
+
+
+class CdcError(ToolkitError):
+    """Root of the cdc package's errors."""
+
+
+class SpecError(CdcError):
+    """A connector spec file or value is malformed (unknown key, wrong type, bad name)."""
+
+
+class ConnectUnavailable(CdcError):
+    """Kafka Connect's REST API cannot be reached."""
+
+
+class ConnectRequestError(CdcError):
+    """Kafka Connect answered a request with an error status."""
+
+    def __init__(self, message: str, *, status_code: int) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class ConnectorNotFound(ConnectRequestError):
+    """The named connector is not registered on the Connect cluster."""
+
+
+class ConnectorConfigInvalid(CdcError):
+    """Connect (or our own checks) refused the connector config; nothing was registered.
+
+    `field_errors` holds (field, message) pairs so callers can show each one next to its field.
+    """
+
+    def __init__(self, connector: str, field_errors: Sequence[tuple[str, str]]) -> None:
+        self.connector = connector
+        self.field_errors = tuple(field_errors)
+        lines = "; ".join(f"{field}: {msg}" for field, msg in self.field_errors)
+        super().__init__(
+            f"connector {connector!r} config is invalid and was not registered: {lines}. "
+            "Fix these fields in the spec and apply again."
+        )
+
+
+class ConnectorFailed(CdcError):
+    """The connector or one of its tasks is in state FAILED."""
+
+    def __init__(self, connector: str, trace: str | None) -> None:
+        self.connector = connector
+        self.trace = trace
+        first = (trace or "no trace reported").strip().splitlines()[0]
+        super().__init__(
+            f"connector {connector!r} FAILED: {first}. Run `cdc status {connector}` for the full trace, "
+            f"fix the cause, then `cdc restart {connector}`."
+        )
+
+
+class WaitTimeout(CdcError):
+    """A bounded wait (running, snapshot complete) ran out of time."""
+
+
+class PreflightFailed(CdcError):
+    """Postgres is not ready for this connector (wal_level, missing tables or keys, credentials)."""
+
+    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
+        self.problems = tuple(problems)
+        lines = "; ".join(f"{field}: {msg}" for field, msg in self.problems)
+        super().__init__(f"pre-flight checks against Postgres failed: {lines}")
+
+
+class ChangeEventDecodeError(CdcError):
+    """A Kafka record is not a Debezium change event we can decode; it names where it sits."""
+
+    def __init__(self, reason: str, *, topic: str, partition: int, offset: int) -> None:
+        self.reason = reason
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        super().__init__(
+            f"cannot decode record {topic}[{partition}]@{offset}: {reason}. The record is not a Debezium "
+            "change event in JSON-with-schemas form; check the connector's key/value converters "
+            "(JsonConverter, schemas.enable=true) or that this topic is a CDC topic."
+        )
+
+
+class ValueDecodeError(CdcError):
+    """One field value does not match its Connect schema (raised inside decoding, then wrapped)."""

@@ -1,0 +1,213 @@
+"""JVM artefacts from Maven Central, fetched once into a cache outside git and reused.
+
+Layout under the cache (default ~/.cache/kafka-toolkit, override with TOOLKIT_CACHE):
+  kafka-<v>/lib/*.jar                          broker + Connect worker + log4j binding (one classpath)
+  debezium-<v>/plugins/debezium-connector-postgres/*.jar   Connect plugin.path entry
+  apicurio-<v>/.../quarkus-run.jar             schema registry (Quarkus fast-jar)
+  spark-<v>-delta-<v>/jars/*.jar               spark.jars: Kafka source, Avro, Delta (a Spark start needs no network)
+Each directory is written under a temporary name and renamed when complete, so an interrupted fetch
+never leaves a half-filled directory that looks usable.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from devstack.errors import ArtifactFetchFailed, PrerequisiteMissing
+from devstack.pins import Pins
+
+log = logging.getLogger(__name__)
+
+POM_TEMPLATE = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>kafka-toolkit.fetch</groupId><artifactId>{name}</artifactId><version>0</version>
+  <packaging>pom</packaging>
+  <dependencies>
+{deps}
+  </dependencies>
+</project>
+"""
+
+
+def cache_root(environ: dict[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    return Path(env.get("TOOLKIT_CACHE") or Path.home() / ".cache" / "kafka-toolkit")
+
+
+@dataclass(frozen=True, slots=True)
+class Artifacts:
+    """Where each fetched piece lives; paths exist only after `fetch_all`."""
+
+    root: Path
+    pins: Pins
+
+    @property
+    def kafka_lib(self) -> Path:
+        return self.root / f"kafka-{self.pins.kafka}" / "lib"
+
+    @property
+    def debezium_plugins(self) -> Path:
+        return self.root / f"debezium-{self.pins.debezium}" / "plugins"
+
+    @property
+    def apicurio_dir(self) -> Path:
+        return self.root / f"apicurio-{self.pins.apicurio}"
+
+    @property
+    def spark_jars_dir(self) -> Path:
+        return self.root / f"spark-{self.pins.spark}-delta-{self.pins.delta}" / "jars"
+
+    def apicurio_jar(self) -> Path:
+        found = sorted(self.apicurio_dir.rglob("quarkus-run.jar"))
+        if not found:
+            raise ArtifactFetchFailed(f"no quarkus-run.jar under {self.apicurio_dir}; run `make fetch` again")
+        return found[0]
+
+    def spark_jars(self) -> list[Path]:
+        return sorted(self.spark_jars_dir.glob("*.jar"))
+
+
+def spark_jars(pins: Pins | None = None) -> list[Path]:
+    """The jars to pass as `spark.jars` (fetching them first if missing)."""
+    arts = Artifacts(cache_root(), pins or Pins.load())
+    if not arts.spark_jars_dir.is_dir():
+        fetch_spark(arts)
+    return arts.spark_jars()
+
+
+def _dep(coord: str) -> str:
+    group, artifact, version = coord.split(":")
+    return (
+        f"    <dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
+        f"<version>{version}</version></dependency>"
+    )
+
+
+def _mvn(args: list[str], cwd: Path) -> None:
+    if shutil.which("mvn") is None:
+        raise PrerequisiteMissing("Maven (mvn) is not installed; install it with `apt-get install -y maven`")
+    proc = subprocess.run(["mvn", "-B", "-q", *args], cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-25:])
+        raise ArtifactFetchFailed(
+            f"mvn {' '.join(args)} failed (exit {proc.returncode}); is Maven Central reachable?\n{tail}"
+        )
+
+
+def _build_atomically(target: Path, build: Callable[[Path], None]) -> None:
+    if target.is_dir():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        build(staging)
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _copy_dependencies(name: str, coords: Iterable[str], into: Path) -> None:
+    with tempfile.TemporaryDirectory() as work:
+        pom = Path(work) / "pom.xml"
+        pom.write_text(POM_TEMPLATE.format(name=name, deps="\n".join(_dep(c) for c in coords)))
+        _mvn(
+            ["dependency:copy-dependencies", f"-DoutputDirectory={into}", "-DincludeScope=runtime"],
+            Path(work),
+        )
+
+
+def _fetch_archive(coord: str, into: Path) -> None:
+    """Download a tar.gz artefact (group:artifact:version:classifier) and unpack it into `into`."""
+    group, artifact, version, classifier = coord.split(":")
+    with tempfile.TemporaryDirectory() as work:
+        _mvn(
+            [
+                "dependency:copy",
+                f"-Dartifact={group}:{artifact}:{version}:tar.gz:{classifier}",
+                f"-DoutputDirectory={work}",
+            ],
+            Path(work),
+        )
+        archive = next(Path(work).glob("*.tar.gz"))
+        with tarfile.open(archive) as tar:
+            tar.extractall(into, filter="data")
+
+
+def fetch_kafka(arts: Artifacts) -> None:
+    p = arts.pins
+    coords = [
+        f"org.apache.kafka:kafka_{p.scala}:{p.kafka}",
+        f"org.apache.kafka:connect-runtime:{p.kafka}",
+        # Kafka 4.x logs through SLF4J 1.7 and ships no binding: log4j2 provides it.
+        f"org.apache.logging.log4j:log4j-slf4j-impl:{p.log4j}",
+        f"org.apache.logging.log4j:log4j-core:{p.log4j}",
+    ]
+    _build_atomically(arts.kafka_lib.parent, lambda d: _copy_dependencies("kafka", coords, d / "lib"))
+
+
+def fetch_debezium(arts: Artifacts) -> None:
+    coord = f"io.debezium:debezium-connector-postgres:{arts.pins.debezium}:plugin"
+    _build_atomically(arts.debezium_plugins.parent, lambda d: _fetch_archive(coord, d / "plugins"))
+
+
+def fetch_apicurio(arts: Artifacts) -> None:
+    coord = f"io.apicurio:apicurio-registry-app:{arts.pins.apicurio}:all"
+    _build_atomically(arts.apicurio_dir, lambda d: _fetch_archive(coord, d))
+
+
+_VERSIONED_JAR = re.compile(r"^(?P<base>.+?)-\d+\.[\w.\-]*\.jar$")
+
+
+def jar_base_name(filename: str) -> str:
+    """`jackson-core-2.13.5.jar` -> `jackson-core` (what identifies an artefact across versions)."""
+    match = _VERSIONED_JAR.match(filename)
+    return match["base"] if match else filename.removesuffix(".jar")
+
+
+def _pyspark_jar_bases() -> set[str]:
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise PrerequisiteMissing("pyspark is not installed in this Python; run `make venv`")
+    jars = Path(next(iter(spec.submodule_search_locations))) / "jars"
+    return {jar_base_name(j.name) for j in jars.glob("*.jar")}
+
+
+def _drop_jars_spark_has(jars_dir: Path) -> None:
+    """Keep only what pyspark lacks: a second, older copy of e.g. jackson on spark.jars breaks Spark."""
+    provided = _pyspark_jar_bases()
+    for jar in jars_dir.glob("*.jar"):
+        if jar_base_name(jar.name) in provided:
+            jar.unlink()
+
+
+def fetch_spark(arts: Artifacts) -> None:
+    p = arts.pins
+    coords = [
+        f"org.apache.spark:spark-sql-kafka-0-10_{p.scala}:{p.spark}",
+        f"org.apache.spark:spark-avro_{p.scala}:{p.spark}",
+        f"io.delta:delta-spark_{p.scala}:{p.delta}",
+    ]
+
+    def build(staging: Path) -> None:
+        _copy_dependencies("spark", coords, staging / "jars")
+        _drop_jars_spark_has(staging / "jars")
+
+    _build_atomically(arts.spark_jars_dir.parent, build)
+
+
+def fetch_all(arts: Artifacts | None = None) -> Artifacts:
+    arts = arts or Artifacts(cache_root(), Pins.load())
+    for step in (fetch_kafka, fetch_debezium, fetch_apicurio, fetch_spark):
+        log.info("fetching %s", step.__name__.removeprefix("fetch_"))
+        step(arts)
+    return arts

@@ -1,0 +1,122 @@
+"""`devstack up|down|status|fetch`: the local stack from the command line (what `make up` runs).
+
+Exit codes: 0 ok; 1 a service is down (status) or did not become ready (up); 2 a prerequisite is
+missing or an artefact could not be fetched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from devstack import stack
+from devstack.artifacts import fetch_all
+from devstack.config import StackConfig
+from devstack.errors import ArtifactFetchFailed, PortTaken, PrerequisiteMissing, ServiceNotReady
+
+console = Console(stderr=True)
+
+
+def _up(config: StackConfig, _: argparse.Namespace) -> int:
+    result = stack.up(config)
+    table = Table(title="local stack ready", title_justify="left")
+    table.add_column("service")
+    table.add_column("ready after", justify="right")
+    for name, seconds in result.ready_seconds.items():
+        table.add_row(name, f"{seconds:.1f}s")
+    console.print(table)
+    console.print(f"whole stack ready in {result.total_seconds:.1f}s; endpoints in {config.env_file}:")
+    for key, value in result.endpoints.items():
+        print(f"export {key}={value}")
+    return 0
+
+
+def _down(config: StackConfig, _: argparse.Namespace) -> int:
+    stopped = stack.down(config)
+    console.print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    return 0
+
+
+def _status(config: StackConfig, args: argparse.Namespace) -> int:
+    states = stack.status(config)
+    total = sum(s.rss_bytes for s in states)
+    if args.json:
+        print(json.dumps({"services": [_as_dict(s) for s in states],
+                          "total_rss_bytes": total}, indent=2))  # fmt: skip
+    else:
+        table = Table(title=f"local stack ({config.state_dir})", title_justify="left")
+        for column in ("service", "pid", "port", "ready", "rss"):
+            table.add_column(column)
+        for s in states:
+            table.add_row(
+                s.name,
+                str(s.pid or "-"),
+                str(s.port or "-"),
+                "yes" if s.ready else "NO",
+                f"{s.rss_bytes / 2**20:.0f} MiB",
+            )
+        table.add_row("total", "", "", "", f"{total / 2**20:.0f} MiB")
+        console.print(table)
+    return 0 if all(s.ready for s in states) else 1
+
+
+def _as_dict(state: stack.ServiceState) -> dict[str, object]:
+    return {
+        "name": state.name,
+        "pid": state.pid,
+        "ready": state.ready,
+        "rss_bytes": state.rss_bytes,
+        "port": state.port,
+    }
+
+
+def _fetch(_: StackConfig, __: argparse.Namespace) -> int:
+    arts = fetch_all()
+    console.print(f"artefacts cached under {arts.root}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="devstack", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser(
+        "up", help="start Postgres, Kafka, Connect+Debezium, Redis and Apicurio; write .stack/env"
+    ).set_defaults(run=_up)
+    sub.add_parser("down", help="stop everything the stack started; leaves no process behind").set_defaults(
+        run=_down
+    )
+    st = sub.add_parser(
+        "status", help="each service's pid, port, readiness and memory; exit 1 if one is down"
+    )
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.set_defaults(run=_status)
+    sub.add_parser("fetch", help="download the JVM artefacts from Maven Central into the cache").set_defaults(
+        run=_fetch
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    config = StackConfig.from_env()
+    try:
+        return int(args.run(config, args))
+    except (PrerequisiteMissing, ArtifactFetchFailed) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    except (ServiceNotReady, PortTaken) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

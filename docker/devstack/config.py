@@ -1,0 +1,105 @@
+"""Settings of the local stack: where its state lives, which ports, how much heap.
+
+`StackConfig.from_env` is the only place the environment is read (STACK_DIR, STACK_<SERVICE>_PORT,
+STACK_READY_TIMEOUT). A port set explicitly must be free; a default port that is taken is replaced by a
+free one, and the choice is kept in <state>/ports.json so the stack keeps its addresses across restarts
+(registered connectors store the Postgres port).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from devstack.errors import PortTaken
+from devstack.pins import REPO_ROOT
+
+DEFAULT_PORTS = {
+    "postgres": 55432,
+    "kafka": 19092,
+    "controller": 19093,
+    "connect": 18083,
+    "redis": 16379,
+    "registry": 18080,
+}
+
+
+DEFAULT_STATE_DIR = REPO_ROOT / ".stack"
+DEFAULT_READY_TIMEOUT_S = 90.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StackConfig:
+    state_dir: Path = DEFAULT_STATE_DIR
+    explicit_ports: Mapping[str, int] = field(default_factory=dict)
+    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
+    kafka_heap: str = "512m"
+    connect_heap: str = "512m"
+    registry_heap: str = "256m"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> StackConfig:
+        env = os.environ if environ is None else environ
+        ports = {
+            name: int(env[var]) for name in DEFAULT_PORTS if (var := f"STACK_{name.upper()}_PORT") in env
+        }
+        state = Path(env["STACK_DIR"]).resolve() if env.get("STACK_DIR") else DEFAULT_STATE_DIR
+        timeout = float(env.get("STACK_READY_TIMEOUT", DEFAULT_READY_TIMEOUT_S))
+        return cls(state_dir=state, explicit_ports=ports, ready_timeout_s=timeout)
+
+    @property
+    def ports_file(self) -> Path:
+        return self.state_dir / "ports.json"
+
+    @property
+    def env_file(self) -> Path:
+        return self.state_dir / "env"
+
+    def log_file(self, service: str) -> Path:
+        return self.state_dir / "logs" / f"{service}.log"
+
+    def pid_file(self, service: str) -> Path:
+        return self.state_dir / "pids" / f"{service}.pid"
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def choose_ports(config: StackConfig, running: set[str]) -> dict[str, int]:
+    """Ports for every service; services already running keep theirs unchecked."""
+    saved: dict[str, int] = json.loads(config.ports_file.read_text()) if config.ports_file.exists() else {}
+    chosen: dict[str, int] = {}
+    for name, default in DEFAULT_PORTS.items():
+        in_use_by_us = ("kafka" if name == "controller" else name) in running
+        if name in config.explicit_ports:
+            port = config.explicit_ports[name]
+            if not in_use_by_us and not port_is_free(port):
+                raise PortTaken(
+                    f"port {port} for {name} (STACK_{name.upper()}_PORT) is already in use; "
+                    f"free it or set STACK_{name.upper()}_PORT to another port"
+                )
+        else:
+            port = saved.get(name, default)
+            if not in_use_by_us and not port_is_free(port):
+                port = free_port()
+        chosen[name] = port
+    config.ports_file.parent.mkdir(parents=True, exist_ok=True)
+    config.ports_file.write_text(json.dumps(chosen, indent=2))
+    return chosen

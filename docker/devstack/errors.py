@@ -1,0 +1,25 @@
+"""Errors of the local stack runner; each message names the missing piece and the fix."""
+
+from __future__ import annotations
+
+from kafkakit.errors import ToolkitError
+
+
+class StackError(ToolkitError):
+    """Root of the stack runner's errors."""
+
+
+class PrerequisiteMissing(StackError):
+    """A binary the stack needs (java, mvn, postgres, redis-server) is not installed."""
+
+
+class ArtifactFetchFailed(StackError):
+    """Maven could not resolve or download a JVM artefact."""
+
+
+class PortTaken(StackError):
+    """A configured port is already in use by another program."""
+
+
+class ServiceNotReady(StackError):
+    """A service did not answer its readiness probe in time; the message carries its log tail."""
