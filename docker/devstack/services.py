@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -332,7 +333,8 @@ def kafka_command(ctx: Context) -> list[str]:
 def probe_kafka(ctx: Context) -> bool:
     from confluent_kafka.admin import AdminClient
 
-    settings: dict[str, object] = {
+    # librdkafka would print every refused connection while the broker boots; a silenced logger hides it.
+    settings: dict[str, Any] = {
         "bootstrap.servers": ctx.endpoints()["KAFKA_BOOTSTRAP_SERVERS"],
         "logger": _QUIET,
     }

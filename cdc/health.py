@@ -1,0 +1,192 @@
+"""Replication-slot and connector health: how much WAL each slot pins, and whether anyone reads it.
+
+A slot keeps every WAL segment since its `restart_lsn`; an inactive or stuck slot fills the disk.
+`collect` reads pg_replication_slots (retained = pg_current_wal_lsn() - restart_lsn), each Debezium
+Postgres connector's status and topics on Connect, and the topics' end offsets; `assess` (pure) turns
+that into warnings: retained WAL past the threshold, an inactive slot, a connector not RUNNING, a
+connector whose slot is missing, and slots no connector uses (drop them with pg_drop_replication_slot).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import psycopg
+
+from cdc.connect_client import ConnectClient, ConnectorStatus
+from cdc.connector_spec import POSTGRES_CONNECTOR_CLASS
+
+DEFAULT_RETAINED_WAL_WARN_BYTES = 1024**3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SlotInfo:
+    slot_name: str
+    plugin: str | None
+    active: bool
+    wal_status: str | None
+    retained_bytes: int | None
+    unconfirmed_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicEnd:
+    topic: str
+    partition: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectorHealth:
+    name: str
+    slot_name: str
+    status: ConnectorStatus
+    slot: SlotInfo | None
+    topic_ends: tuple[TopicEnd, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HealthReport:
+    connectors: tuple[ConnectorHealth, ...]
+    orphan_slots: tuple[SlotInfo, ...]
+    warnings: tuple[str, ...]
+    threshold_bytes: int
+
+    @property
+    def healthy(self) -> bool:
+        return not self.warnings
+
+
+def assess(
+    connectors: Sequence[ConnectorHealth], orphan_slots: Sequence[SlotInfo], threshold_bytes: int
+) -> tuple[str, ...]:
+    """Warnings for a health report (pure)."""
+    warnings: list[str] = []
+    for c in connectors:
+        if c.status.state != "RUNNING" or not c.status.running:
+            states = ", ".join(f"task {t.id} {t.state}" for t in c.status.tasks) or "no tasks"
+            warnings.append(f"connector {c.name} is {c.status.state} ({states}); see `cdc status {c.name}`")
+        if c.slot is None:
+            warnings.append(
+                f"connector {c.name}: slot {c.slot_name} does not exist (yet); a snapshot will rerun "
+                "if the connector was already streaming"
+            )
+        else:
+            warnings.extend(_slot_warnings(c.slot, threshold_bytes, f"connector {c.name}: "))
+    for s in orphan_slots:
+        warnings.append(
+            f"slot {s.slot_name} belongs to no Debezium connector on Connect and pins "
+            f"{_size(s.retained_bytes)} of WAL; drop it with SELECT pg_drop_replication_slot('{s.slot_name}') "
+            "if nothing else uses it"
+        )
+        warnings.extend(w for w in _slot_warnings(s, threshold_bytes, "") if "inactive" not in w)
+    return tuple(warnings)
+
+
+def _slot_warnings(slot: SlotInfo, threshold: int, prefix: str) -> list[str]:
+    out = []
+    if slot.retained_bytes is not None and slot.retained_bytes > threshold:
+        out.append(
+            f"{prefix}slot {slot.slot_name} retains {_size(slot.retained_bytes)} of WAL "
+            f"(threshold {_size(threshold)}); the consumer is behind or stuck"
+        )
+    if not slot.active:
+        out.append(f"{prefix}slot {slot.slot_name} is inactive: no connector is reading it, WAL accumulates")
+    if slot.wal_status == "lost":
+        out.append(f"{prefix}slot {slot.slot_name} lost required WAL; the connector needs a new snapshot")
+    return out
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "unknown"
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if value < 1024 or unit == "GiB":
+            break
+    return f"{value:.1f} {unit}"
+
+
+def read_slots(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[SlotInfo, ...]:
+    rows = conn.execute(
+        """
+        SELECT slot_name, plugin, active, wal_status,
+               pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint,
+               pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint
+        FROM pg_replication_slots ORDER BY slot_name
+        """
+    ).fetchall()
+    return tuple(
+        SlotInfo(
+            slot_name=str(r[0]),
+            plugin=None if r[1] is None else str(r[1]),
+            active=bool(r[2]),
+            wal_status=None if r[3] is None else str(r[3]),
+            retained_bytes=None if r[4] is None else int(str(r[4])),
+            unconfirmed_bytes=None if r[5] is None else int(str(r[5])),
+        )
+        for r in rows
+    )
+
+
+def topic_ends(bootstrap_servers: str, topics: Sequence[str], timeout: float = 10.0) -> tuple[TopicEnd, ...]:
+    """High watermarks of every partition of `topics` (missing topics are skipped)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    if not topics:
+        return ()
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap_servers, "group.id": "cdc-health", "enable.auto.commit": False}
+    )
+    try:
+        meta = consumer.list_topics(timeout=timeout).topics
+        ends = []
+        for topic in topics:
+            if topic not in meta or meta[topic].error is not None:
+                continue
+            for p in sorted(meta[topic].partitions):
+                _lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+                ends.append(TopicEnd(topic=topic, partition=p, end_offset=hi))
+        return tuple(ends)
+    finally:
+        consumer.close()
+
+
+def collect(
+    *,
+    connect: ConnectClient,
+    pg_dsn: str,
+    bootstrap_servers: str,
+    threshold_bytes: int = DEFAULT_RETAINED_WAL_WARN_BYTES,
+    only: str | None = None,
+) -> HealthReport:
+    with psycopg.connect(pg_dsn, connect_timeout=10, autocommit=True) as conn:
+        slots = {s.slot_name: s for s in read_slots(conn)}
+    names = [only] if only else list(connect.list_connectors())
+    connectors = []
+    for name in names:
+        config = connect.config(name)
+        if config.get("connector.class") != POSTGRES_CONNECTOR_CLASS:
+            continue
+        slot_name = config.get("slot.name", "debezium")
+        connectors.append(
+            ConnectorHealth(
+                name=name,
+                slot_name=slot_name,
+                status=connect.status(name),
+                slot=slots.get(slot_name),
+                topic_ends=topic_ends(bootstrap_servers, connect.topics(name)),
+            )
+        )
+    used = {c.slot_name for c in connectors}
+    orphans = () if only else tuple(s for n, s in slots.items() if n not in used)
+    return HealthReport(
+        connectors=tuple(connectors),
+        orphan_slots=orphans,
+        warnings=assess(connectors, orphans, threshold_bytes),
+        threshold_bytes=threshold_bytes,
+    )
