@@ -1,0 +1,52 @@
+# Every target documents itself: `make help`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help venv fetch up down status lint unit integration test demo bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP) ## create .venv and install the toolkit with its pinned dependencies
+
+fetch: venv ## download the JVM artefacts (Kafka, Connect, Debezium, Apicurio, Spark jars) into ~/.cache/kafka-toolkit
+	$(BIN)/devstack fetch
+
+up: fetch ## start the local stack (Postgres, Kafka, Connect+Debezium, Redis, Apicurio); writes .stack/env
+	$(BIN)/devstack up
+
+down: venv ## stop everything the local stack started
+	$(BIN)/devstack down
+
+status: venv ## show each service's pid, port, readiness and memory
+	$(BIN)/devstack status
+
+lint: venv ## ruff and mypy (strict on the packages)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy kafkakit cdc eventstore materializers docker/devstack
+
+unit: venv ## unit tests only (no services)
+	$(BIN)/pytest -m "not integration" tests
+
+integration: fetch ## integration tests only (starts or reuses the stack)
+	$(BIN)/pytest -m integration tests
+
+test: fetch lint ## everything: lint, unit and integration tests against the real stack
+	$(BIN)/pytest tests
+
+demo: fetch ## the main job: the whole pipeline end to end on the real stack
+	$(BIN)/python demo/run.py
+
+clean: down ## stop the stack and delete its state (.stack/)
+	rm -rf .stack
