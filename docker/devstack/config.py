@@ -25,7 +25,10 @@ DEFAULT_PORTS = {
     "connect": 18083,
     "redis": 16379,
     "registry": 18080,
+    "registry_management": 18089,
 }
+# Ports that belong to a service of another name (the service that must be running to hold them).
+PORT_OWNER = {"controller": "kafka", "registry_management": "registry"}
 
 
 DEFAULT_STATE_DIR = REPO_ROOT / ".stack"
@@ -87,7 +90,7 @@ def choose_ports(config: StackConfig, running: set[str]) -> dict[str, int]:
     saved: dict[str, int] = json.loads(config.ports_file.read_text()) if config.ports_file.exists() else {}
     chosen: dict[str, int] = {}
     for name, default in DEFAULT_PORTS.items():
-        in_use_by_us = ("kafka" if name == "controller" else name) in running
+        in_use_by_us = PORT_OWNER.get(name, name) in running
         if name in config.explicit_ports:
             port = config.explicit_ports[name]
             if not in_use_by_us and not port_is_free(port):

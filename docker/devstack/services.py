@@ -414,6 +414,9 @@ def registry_command(ctx: Context) -> list[str]:
         *_jvm(ctx, ctx.config.registry_heap, "registry", java_at_least(REGISTRY_JAVA, "Apicurio Registry")),
         "-Dquarkus.http.host=127.0.0.1",
         f"-Dquarkus.http.port={ctx.ports['registry']}",
+        # Quarkus's management interface would otherwise bind 0.0.0.0:9000, clashing with a second stack.
+        "-Dquarkus.management.host=127.0.0.1",
+        f"-Dquarkus.management.port={ctx.ports['registry_management']}",
         # H2 on disk, not the default in-memory store: Kafka's data survives a restart, so the schema
         # ids its records carry must too.
         f"-Dapicurio.datasource.url=jdbc:h2:file:{ctx.state / 'registry' / 'registry'}",
