@@ -1,0 +1,424 @@
+"""The toolkit's five services as Docker containers (testcontainers), for machines with a Docker engine.
+
+The same images and tags as docker/compose.yaml — both follow [tool.toolkit.pins] in pyproject.toml —
+and the settings of the local-process stack (docker/devstack/services.py), on one Docker network.
+tests/unit/test_pins.py checks that this module, the compose file and the pins agree.
+
+Guarantees: `start_container_stack` returns only after every service answered a real probe from the host:
+Postgres `select 1`, a Kafka metadata request, Connect's `/connector-plugins` listing the Debezium
+PostgresConnector, Redis PING, Apicurio's Confluent-compatible `/subjects`. If a service fails, the
+containers started so far and the network are removed and `ServiceNotReady` carries that service's log
+tail. Host ports are picked free on this machine and bound explicitly, so a container restarted after
+`kill()` keeps its address and `endpoints` stay valid; data lives in the containers' volumes until `stop()`.
+Assumptions: the Docker engine is local (the free-port choice is made here) and testcontainers is
+installed (`pip install -e '.[dev]'`); import this module lazily from code that must run without it.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import logging
+import tarfile
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+import psycopg
+from confluent_kafka.admin import AdminClient
+from docker.errors import DockerException
+from testcontainers.community.postgres import PostgresContainer
+from testcontainers.community.redis import PingWaitStrategy, RedisContainer
+from testcontainers.core.container import DockerContainer
+from testcontainers.core.docker_client import DockerClient
+from testcontainers.core.network import Network
+from testcontainers.core.wait_strategies import HttpWaitStrategy
+from testcontainers.core.waiting_utils import WaitStrategy, WaitStrategyTarget
+
+from devstack.config import free_port
+from devstack.errors import PrerequisiteMissing, ServiceNotReady, StackError
+from devstack.pins import Pins
+from kafkakit.settings import Endpoints
+
+log = logging.getLogger(__name__)
+
+# Network aliases and container ports: what a process *inside* the network (Connect) uses.
+PG_ALIAS, PG_PORT = "postgres", 5432
+KAFKA_ALIAS, KAFKA_NETWORK_PORT, KAFKA_HOST_LISTENER_PORT = "kafka", 9092, 19092
+CONNECT_ALIAS, CONNECT_PORT = "connect", 8083
+REDIS_ALIAS, REDIS_PORT = "redis", 6379
+REGISTRY_ALIAS, REGISTRY_PORT = "apicurio", 8080
+CCOMPAT_PATH = "/apis/ccompat/v7"
+POSTGRES_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
+
+# Logical decoding for Debezium; durability traded for speed (a throw-away database whose WAL is still
+# written, so slots behave as in production). Same flags as the local stack and docker/compose.yaml.
+PG_COMMAND = (
+    "postgres -c wal_level=logical -c max_replication_slots=20 -c max_wal_senders=20"
+    " -c max_connections=200 -c shared_buffers=128MB"
+    " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+)
+# No persistence, like the local stack: Redis holds only rebuildable read models.
+REDIS_COMMAND = ["redis-server", "--save", "", "--appendonly", "no"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Images:
+    """Image references derived from the pins; docker/compose.yaml must name the same ones."""
+
+    postgres: str
+    kafka: str
+    connect: str
+    redis: str
+    registry: str
+
+    @classmethod
+    def from_pins(cls, pins: Pins) -> Images:
+        return cls(
+            postgres=f"postgres:{pins.postgres}",
+            kafka=f"apache/kafka:{pins.kafka}",
+            # Debezium publishes its images on quay.io; the tag is the release name (3.6.1.Final).
+            connect=f"quay.io/debezium/connect:{pins.debezium}",
+            redis=f"redis:{pins.redis}",
+            registry=f"apicurio/apicurio-registry:{pins.apicurio}",
+        )
+
+
+def kafka_env() -> dict[str, str]:
+    """Broker settings shared with docker/compose.yaml (advertised listeners and cluster id are per start)."""
+    return {
+        "KAFKA_NODE_ID": "1",
+        "KAFKA_PROCESS_ROLES": "broker,controller",
+        "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
+        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+        "KAFKA_LISTENERS": f"HOST://:{KAFKA_HOST_LISTENER_PORT},DOCKER://:{KAFKA_NETWORK_PORT},CONTROLLER://:9093",
+        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "HOST:PLAINTEXT,DOCKER:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "KAFKA_INTER_BROKER_LISTENER_NAME": "DOCKER",
+        # Topics are created on purpose with the right cleanup policy; an auto-created one gets neither.
+        "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
+        "KAFKA_NUM_PARTITIONS": "3",
+        # One broker: internal topics with more replicas would never come online (no groups, no transactions).
+        "KAFKA_DEFAULT_REPLICATION_FACTOR": "1",
+        "KAFKA_MIN_INSYNC_REPLICAS": "1",
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+        "KAFKA_OFFSETS_TOPIC_NUM_PARTITIONS": "10",
+        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_NUM_PARTITIONS": "10",
+        "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR": "1",
+        "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR": "1",
+        "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+        "KAFKA_LOG_CLEANER_MIN_COMPACTION_LAG_MS": "0",
+        "KAFKA_LOG_DIRS": "/var/lib/kafka/data",
+        "KAFKA_HEAP_OPTS": "-Xms256m -Xmx512m",
+    }
+
+
+def connect_env() -> dict[str, str]:
+    """Worker settings for the Debezium Connect image, identical to docker/compose.yaml's."""
+    return {
+        "BOOTSTRAP_SERVERS": f"{KAFKA_ALIAS}:{KAFKA_NETWORK_PORT}",
+        "GROUP_ID": "toolkit-connect",
+        "CONFIG_STORAGE_TOPIC": "_connect-configs",
+        "OFFSET_STORAGE_TOPIC": "_connect-offsets",
+        "STATUS_STORAGE_TOPIC": "_connect-status",
+        "CONNECT_CONFIG_STORAGE_REPLICATION_FACTOR": "1",
+        "CONNECT_OFFSET_STORAGE_REPLICATION_FACTOR": "1",
+        "CONNECT_STATUS_STORAGE_REPLICATION_FACTOR": "1",
+        "KEY_CONVERTER": "org.apache.kafka.connect.json.JsonConverter",
+        "VALUE_CONVERTER": "org.apache.kafka.connect.json.JsonConverter",
+        "CONNECT_KEY_CONVERTER_SCHEMAS_ENABLE": "true",
+        "CONNECT_VALUE_CONVERTER_SCHEMAS_ENABLE": "true",
+        "CONNECT_TOPIC_CREATION_ENABLE": "true",
+        # After a crash Debezium re-sends at most ~1 s of changes; a restarted single worker gets its
+        # connectors back at once instead of after the default 5 minutes.
+        "OFFSET_FLUSH_INTERVAL_MS": "1000",
+        "CONNECT_SCHEDULED_REBALANCE_MAX_DELAY_MS": "0",
+        # The entrypoint binds REST to the container IP by default; bind all so localhost answers too.
+        "REST_HOST_NAME": "0.0.0.0",
+        "REST_PORT": str(CONNECT_PORT),
+        "ADVERTISED_HOST_NAME": CONNECT_ALIAS,
+        "ADVERTISED_PORT": str(CONNECT_PORT),
+        "HEAP_OPTS": "-Xms256m -Xmx512m",
+    }
+
+
+def registry_env() -> dict[str, str]:
+    """Apicurio settings (Quarkus maps APICURIO_X_Y to apicurio.x.y), identical to docker/compose.yaml's."""
+    return {
+        # H2 on disk, not the in-memory default: Kafka's records keep their schema ids across a registry
+        # restart, so the registry must keep the schemas.
+        "APICURIO_STORAGE_KIND": "sql",
+        "APICURIO_DATASOURCE_URL": "jdbc:h2:file:/tmp/apicurio-registry",
+        "APICURIO_REST_DELETION_ARTIFACT_ENABLED": "true",
+        "APICURIO_REST_DELETION_ARTIFACT_VERSION_ENABLED": "true",
+    }
+
+
+def docker_engine_available(timeout_s: float = 2.0) -> bool:
+    """True when a Docker engine answers a ping within `timeout_s` (DOCKER_HOST or the default socket)."""
+    try:
+        # docker.from_env underneath asks the engine for its API version: an absent engine fails here.
+        client = DockerClient(timeout=timeout_s).client
+    except (DockerException, OSError):
+        return False
+    try:
+        return bool(client.ping())
+    except (DockerException, OSError):
+        return False
+    finally:
+        client.close()
+
+
+class HostProbe(WaitStrategy):
+    """Ready when `probe()` (run on the host, against the mapped port) returns True; no log grepping."""
+
+    def __init__(self, what: str, probe: Callable[[], bool]) -> None:
+        super().__init__()
+        self._what = what
+        self._probe = probe
+
+    def wait_until_ready(self, container: WaitStrategyTarget) -> None:
+        if not self._poll(self._probe):
+            raise TimeoutError(f"{self._what} did not answer within {self._startup_timeout:.0f} s")
+
+
+def _pg_answers(dsn: str) -> bool:
+    try:
+        with psycopg.connect(dsn, connect_timeout=3) as conn:
+            return conn.execute("select 1").fetchone() == (1,)
+    except psycopg.OperationalError:
+        return False
+
+
+_QUIET = logging.getLogger("devstack.containers.probe")
+_QUIET.setLevel(logging.CRITICAL)  # librdkafka would log every refused connection while the broker boots
+
+
+def _kafka_answers(bootstrap: str) -> bool:
+    settings: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": _QUIET}
+    try:
+        return bool(AdminClient(settings).list_topics(timeout=3).brokers)
+    except Exception:  # KafkaException, or a bare Exception from the admin client while the broker boots
+        return False
+
+
+def _tar(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+class ApacheKafkaContainer(DockerContainer):
+    """apache/kafka in KRaft mode, reachable from the host and from the network (kafka:9092).
+
+    testcontainers' KafkaContainer drives Confluent's cp-kafka scripts and rejects tags below 7.0, so it
+    cannot run apache/kafka. The host listener must advertise the host-side address, known for sure only
+    once the container exists: the command waits for an env file written after start (as testcontainers-
+    java does). The file stays in the container, so a restart after a kill comes back the same way.
+    """
+
+    _ENV_FILE, _READY_FLAG = "tc-env.sh", "tc-ready"
+
+    def __init__(self, image: str, host_port: int, ready: WaitStrategy) -> None:
+        super().__init__(image)
+        self._ready = ready
+        wait_then_run = (
+            f"while [ ! -f /tmp/{self._READY_FLAG} ]; do sleep 0.1; done; "
+            f". /tmp/{self._ENV_FILE} && exec /etc/kafka/docker/run"
+        )
+        self.with_command(["bash", "-c", wait_then_run]).with_envs(**kafka_env())
+        # Random per start, in Kafka's Uuid text form (URL-safe base64 of 16 bytes); never hard-coded.
+        self.with_env("CLUSTER_ID", base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))
+        self.with_bind_ports(KAFKA_HOST_LISTENER_PORT, host_port)
+
+    def get_bootstrap_server(self) -> str:
+        return f"{self.get_container_host_ip()}:{self.get_exposed_port(KAFKA_HOST_LISTENER_PORT)}"
+
+    def start(self) -> Self:
+        super().start()
+        advertised = f"HOST://{self.get_bootstrap_server()},DOCKER://{KAFKA_ALIAS}:{KAFKA_NETWORK_PORT}"
+        env_file = f"export KAFKA_ADVERTISED_LISTENERS='{advertised}'\n".encode()
+        # One archive, env file first: the flag appears only once the env file is complete.
+        self.get_wrapped_container().put_archive(
+            "/tmp", _tar({self._ENV_FILE: env_file, self._READY_FLAG: b""})
+        )
+        self._ready.wait_until_ready(self)
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class RunningService:
+    name: str  # the local stack's service names: postgres, redis, kafka, registry, connect
+    container: DockerContainer
+    ready: WaitStrategy
+
+
+@contextmanager
+def _readiness(service: RunningService) -> Iterator[None]:
+    try:
+        yield
+    except (TimeoutError, RuntimeError, DockerException) as exc:
+        raise ServiceNotReady(
+            f"{service.name} ({service.container.image}) did not become ready: {exc}\n"
+            f"--- last log lines ---\n{_log_tail(service.container)}"
+        ) from exc
+
+
+def _log_tail(container: DockerContainer, lines: int = 40) -> str:
+    try:
+        stdout, stderr = container.get_logs()
+    except (DockerException, RuntimeError):
+        return "(no logs: the container was not created)"
+    return "\n".join((stdout + stderr).decode(errors="replace").splitlines()[-lines:])
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerStack:
+    """A running container stack: host `endpoints`, fault injection (`kill`, `restart`) and `stop()`.
+
+    A Debezium connector runs *inside* the connect container, so its `database.hostname` /
+    `database.port` must be `pg_host_for_connect` / `pg_port_for_connect` (Postgres' network alias and
+    container port), not the host and port in `endpoints.pg_dsn`. Connect reaches Kafka at
+    `kafka_bootstrap_for_connect`.
+    """
+
+    endpoints: Endpoints
+    pg_host_for_connect: str
+    pg_port_for_connect: int
+    kafka_bootstrap_for_connect: str
+    services: tuple[RunningService, ...]  # in start order: Connect after Kafka
+    network: Network
+
+    def kill(self, name: str) -> None:
+        """kill -9 one service's container, as a crash would; `restart()` brings it back."""
+        by_name = {s.name: s for s in self.services}
+        if name not in by_name:
+            raise StackError(f"no service {name!r} in the container stack; choose one of {sorted(by_name)}")
+        by_name[name].container.get_wrapped_container().kill()
+
+    def restart(self) -> None:
+        """Start again every container that is not running and wait until each answers its probe."""
+        for service in self.services:
+            wrapped = service.container.get_wrapped_container()
+            wrapped.reload()
+            if wrapped.status != "running":
+                with _readiness(service):
+                    wrapped.start()
+                    service.ready.wait_until_ready(service.container)
+
+    def stop(self) -> None:
+        _remove([s.container for s in self.services], self.network)
+
+    def __enter__(self) -> ContainerStack:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _remove(containers: Sequence[DockerContainer], network: Network) -> None:
+    for container in reversed(containers):
+        try:
+            container.stop()
+        except DockerException as exc:
+            log.warning("could not remove container %s: %s", container.image, exc)
+    try:
+        network.remove()
+    except DockerException as exc:
+        log.warning("could not remove network %s: %s", network.name, exc)
+
+
+def _http_url(container: DockerContainer, port: int) -> str:
+    return f"http://{container.get_container_host_ip()}:{container.get_exposed_port(port)}"
+
+
+def _define(
+    images: Images, network: Network, timeout: int
+) -> tuple[list[RunningService], Callable[[], Endpoints]]:
+    """The five containers (configured, not started) with their probes, and their host endpoints."""
+
+    def on_network(container: DockerContainer, alias: str, port: int) -> DockerContainer:
+        # An explicit host port survives a restart; an ephemeral one would be re-drawn by Docker.
+        return container.with_network(network).with_network_aliases(alias).with_bind_ports(port, free_port())
+
+    pg = PostgresContainer(
+        images.postgres, username="postgres", password="postgres", dbname="postgres", driver=None
+    )
+    pg_ready = HostProbe("Postgres select 1", lambda: _pg_answers(pg.get_connection_url(driver=None)))
+    redis = RedisContainer(images.redis).with_command(REDIS_COMMAND)
+    registry = DockerContainer(images.registry).with_envs(**registry_env())
+    connect = DockerContainer(images.connect).with_envs(**connect_env())
+    kafka_ready = HostProbe("Kafka metadata request", lambda: _kafka_answers(kafka.get_bootstrap_server()))
+    kafka = ApacheKafkaContainer(images.kafka, free_port(), kafka_ready.with_startup_timeout(timeout))
+    kafka.with_network(network).with_network_aliases(KAFKA_ALIAS)
+    services = [
+        RunningService("postgres", on_network(pg.with_command(PG_COMMAND), PG_ALIAS, PG_PORT), pg_ready),
+        RunningService("redis", on_network(redis, REDIS_ALIAS, REDIS_PORT), PingWaitStrategy()),
+        RunningService(
+            "registry",
+            on_network(registry, REGISTRY_ALIAS, REGISTRY_PORT),
+            HttpWaitStrategy(REGISTRY_PORT, f"{CCOMPAT_PATH}/subjects"),
+        ),
+        RunningService("kafka", kafka, kafka_ready),
+        RunningService(
+            "connect",
+            on_network(connect, CONNECT_ALIAS, CONNECT_PORT),
+            HttpWaitStrategy(CONNECT_PORT, "/connector-plugins").for_response_predicate(
+                lambda body: POSTGRES_CONNECTOR in body
+            ),
+        ),
+    ]
+    for service in services:
+        service.ready.with_startup_timeout(timeout)
+        if service.container is not kafka:  # Kafka waits itself, once its listeners are released
+            service.container.waiting_for(service.ready)
+
+    def endpoints() -> Endpoints:  # valid once every container runs
+        return Endpoints(
+            kafka_bootstrap_servers=kafka.get_bootstrap_server(),
+            kafka_connect_url=_http_url(connect, CONNECT_PORT),
+            pg_dsn=pg.get_connection_url(driver=None),
+            redis_url=f"redis://{redis.get_container_host_ip()}:{redis.get_exposed_port(REDIS_PORT)}/0",
+            schema_registry_url=_http_url(registry, REGISTRY_PORT) + CCOMPAT_PATH,
+        )
+
+    return services, endpoints
+
+
+def start_container_stack(*, pins: Pins | None = None, ready_timeout_s: float = 180.0) -> ContainerStack:
+    """Start Postgres, Redis, Apicurio, Kafka and Connect on one network; return once all answer."""
+    if not docker_engine_available():
+        raise PrerequisiteMissing(
+            "no Docker engine answers (DOCKER_HOST or /var/run/docker.sock); start Docker, "
+            "or run the services as local processes with `make up`"
+        )
+    network = Network().create()
+    services, endpoints_of = _define(Images.from_pins(pins or Pins.load()), network, int(ready_timeout_s))
+    started: list[DockerContainer] = []
+    try:
+        for service in services:
+            started.append(service.container)  # before start: a half-started container is removed too
+            with _readiness(service):
+                service.container.start()
+        endpoints = endpoints_of()
+    except BaseException:
+        _remove(started, network)
+        raise
+    return ContainerStack(
+        endpoints=endpoints,
+        pg_host_for_connect=PG_ALIAS,
+        pg_port_for_connect=PG_PORT,
+        kafka_bootstrap_for_connect=f"{KAFKA_ALIAS}:{KAFKA_NETWORK_PORT}",
+        services=tuple(services),
+        network=network,
+    )

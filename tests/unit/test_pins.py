@@ -1,0 +1,332 @@
+"""One set of versions everywhere: pyproject.toml's [tool.toolkit.pins], docker/compose.yaml, containers.py.
+
+Each check is a pure function from the parsed files to a list of problems; every problem names the file to
+fix. The real files must give none. `test_a_drifted_copy_is_caught` edits copies in tmp_path and expects
+the matching problem, so a check that silently passes on drift fails here too.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import time
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from devstack import containers
+from devstack.pins import Pins
+from kafkakit.settings import Endpoints
+
+REPO = Path(__file__).resolve().parents[2]
+PYPROJECT = REPO / "pyproject.toml"
+COMPOSE = REPO / "docker" / "compose.yaml"
+FIX_COMPOSE = "fix docker/compose.yaml (or the pin in pyproject.toml [tool.toolkit.pins])"
+FIX_PYPROJECT = "fix pyproject.toml"
+JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+
+Doc = dict[str, Any]
+
+# image repository in compose -> (pin name, "exact" tag or same "major" version)
+IMAGES = {
+    "postgres": ("postgres", "major"),
+    "apache/kafka": ("kafka", "exact"),
+    "quay.io/debezium/connect": ("debezium", "exact"),
+    "redis": ("redis", "major"),
+    "apicurio/apicurio-registry": ("apicurio", "exact"),
+}
+
+
+def load_pyproject(path: Path = PYPROJECT) -> Doc:
+    with path.open("rb") as fh:
+        return tomllib.load(fh)
+
+
+def load_compose(path: Path = COMPOSE) -> Doc:
+    doc: Doc = yaml.safe_load(path.read_text())
+    return doc
+
+
+def pins_of(pyproject: Doc) -> dict[str, str]:
+    return {k: str(v) for k, v in pyproject["tool"]["toolkit"]["pins"].items()}
+
+
+def split_image(ref: str) -> tuple[str, str | None]:
+    name, sep, tag = ref.rpartition(":")
+    return (name, tag) if sep and "/" not in tag else (ref, None)
+
+
+def service(compose: Doc, repository: str) -> Doc | None:
+    for svc in (compose.get("services") or {}).values():
+        if split_image(str(svc.get("image", "")))[0] == repository:
+            return dict(svc)
+    return None
+
+
+def env_of(svc: Doc) -> dict[str, str]:
+    raw = svc.get("environment") or {}
+    pairs = dict(item.split("=", 1) for item in raw) if isinstance(raw, list) else raw
+    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in pairs.items()}
+
+
+def command_of(svc: Doc) -> list[str]:
+    cmd = svc.get("command") or []
+    return shlex.split(cmd) if isinstance(cmd, str) else [str(c) for c in cmd]
+
+
+def postgres_settings(tokens: list[str]) -> dict[str, str]:
+    pairs = (tokens[i + 1] for i, tok in enumerate(tokens[:-1]) if tok == "-c")
+    return dict(p.split("=", 1) for p in pairs if "=" in p)
+
+
+def _mismatches(where: str, expected: dict[str, str], actual: dict[str, str], fix: str) -> list[str]:
+    return [
+        f"{where}: {key} is {actual.get(key)!r}, expected {want!r}; {fix}"
+        for key, want in expected.items()
+        if actual.get(key) != want
+    ]
+
+
+def check_image_tags(pyproject: Doc, compose: Doc) -> list[str]:
+    pins, problems = pins_of(pyproject), []
+    for repository, (pin_name, how) in IMAGES.items():
+        svc, pin = service(compose, repository), pins[pin_name]
+        if svc is None:
+            problems.append(f"docker/compose.yaml: no service runs image {repository}:{pin}; {FIX_COMPOSE}")
+            continue
+        tag = split_image(svc["image"])[1] or "latest"
+        same = tag == pin if how == "exact" else tag.split(".")[0] == pin.split(".")[0]
+        if tag == "latest" or not same:
+            problems.append(
+                f"docker/compose.yaml: image {svc['image']} does not follow pin {pin_name} = {pin!r} "
+                f"({how} tag, never `latest`); {FIX_COMPOSE}"
+            )
+    return problems
+
+
+def check_postgres(pyproject: Doc, compose: Doc) -> list[str]:
+    settings = postgres_settings(command_of(service(compose, "postgres") or {}))
+    problems = [] if settings.get("wal_level") == "logical" else [
+        f"docker/compose.yaml: postgres runs with wal_level={settings.get('wal_level')!r}; Debezium needs "
+        "`-c wal_level=logical` in its command; fix docker/compose.yaml"
+    ]  # fmt: skip
+    for key in ("max_replication_slots", "max_wal_senders"):
+        if int(settings.get(key, "0")) < 4:
+            problems.append(
+                f"docker/compose.yaml: postgres needs `-c {key}=N`, N >= 4; fix docker/compose.yaml"
+            )
+    return problems
+
+
+def check_kafka(pyproject: Doc, compose: Doc) -> list[str]:
+    one_broker = {
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
+        "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+        "KAFKA_PROCESS_ROLES": "broker,controller",
+    }
+    fix = "a single KRaft broker needs these (else no groups, no transactions); fix docker/compose.yaml"
+    return _mismatches(
+        "docker/compose.yaml kafka", one_broker, env_of(service(compose, "apache/kafka") or {}), fix
+    )
+
+
+def check_connect(pyproject: Doc, compose: Doc) -> list[str]:
+    wanted = {
+        "KEY_CONVERTER": JSON_CONVERTER,
+        "VALUE_CONVERTER": JSON_CONVERTER,
+        "CONNECT_KEY_CONVERTER_SCHEMAS_ENABLE": "true",
+        "CONNECT_VALUE_CONVERTER_SCHEMAS_ENABLE": "true",
+        "CONNECT_TOPIC_CREATION_ENABLE": "true",
+        "CONNECT_CONFIG_STORAGE_REPLICATION_FACTOR": "1",
+        "CONNECT_OFFSET_STORAGE_REPLICATION_FACTOR": "1",
+        "CONNECT_STATUS_STORAGE_REPLICATION_FACTOR": "1",
+    }
+    env = env_of(service(compose, "quay.io/debezium/connect") or {})
+    fix = "the CDC decoders expect JSON with schemas, as the local stack writes; fix docker/compose.yaml"
+    return _mismatches("docker/compose.yaml connect", wanted, env, fix)
+
+
+def endpoint_ports() -> dict[str, int]:
+    """The host ports of `Endpoints()` defaults, by image repository."""
+    e = Endpoints()
+    port = {name: urlsplit(url).port for name, url in {
+        "postgres": e.pg_dsn, "quay.io/debezium/connect": e.kafka_connect_url, "redis": e.redis_url,
+        "apicurio/apicurio-registry": e.schema_registry_url, "apache/kafka": f"//{e.kafka_bootstrap_servers}",
+    }.items()}  # fmt: skip
+    return {name: p for name, p in port.items() if p is not None}
+
+
+def check_ports(pyproject: Doc, compose: Doc) -> list[str]:
+    problems = []
+    for repository, want in endpoint_ports().items():
+        ports = [str(p) for p in (service(compose, repository) or {}).get("ports", [])]
+        if not any(p.startswith(f"127.0.0.1:{want}:") for p in ports):
+            problems.append(
+                f"docker/compose.yaml: {repository} publishes {ports}, expected 127.0.0.1:{want}:<port> so "
+                f"kafkakit.settings.Endpoints() defaults reach it; fix docker/compose.yaml"
+            )
+    return problems
+
+
+def check_python_pins(pyproject: Doc, compose: Doc) -> list[str]:
+    pins = pins_of(pyproject)
+    deps = dict(d.split("==", 1) for d in pyproject["project"]["dependencies"] if "==" in d)
+    return [
+        f"pyproject.toml: [project.dependencies] pins {dist}=={deps.get(dist)} but [tool.toolkit.pins] "
+        f"{pin} = {pins[pin]!r}; the JVM jars follow the pin, so make them equal; {FIX_PYPROJECT}"
+        for dist, pin in (("pyspark", "spark"), ("delta-spark", "delta"))
+        if deps.get(dist) != pins[pin]
+    ]
+
+
+def check_containers_module(pyproject: Doc, compose: Doc) -> list[str]:
+    """docker/devstack/containers.py must start what docker/compose.yaml describes."""
+    fix = "change docker/compose.yaml and docker/devstack/containers.py together"
+    images = containers.Images.from_pins(Pins(**pins_of(pyproject)))
+    problems = [
+        f"containers.py starts {ref} but docker/compose.yaml has no such image; {fix}"
+        for ref in (images.postgres, images.kafka, images.connect, images.redis, images.registry)
+        if ref not in {str(s.get("image")) for s in (compose.get("services") or {}).values()}
+    ]
+    for repository, expected in (
+        ("apache/kafka", containers.kafka_env()),
+        ("quay.io/debezium/connect", containers.connect_env()),
+        ("apicurio/apicurio-registry", containers.registry_env()),
+    ):
+        env = env_of(service(compose, repository) or {})
+        problems += _mismatches(f"docker/compose.yaml {repository} (vs containers.py)", expected, env, fix)
+    for repository, cmd in (
+        ("postgres", shlex.split(containers.PG_COMMAND)),
+        ("redis", containers.REDIS_COMMAND),
+    ):
+        if command_of(service(compose, repository) or {}) != cmd:
+            problems.append(f"docker/compose.yaml: {repository} command differs from containers.py; {fix}")
+    return problems
+
+
+Check = Callable[[Doc, Doc], list[str]]  # (pyproject, compose) -> problems, each naming the file to fix
+CHECKS: dict[str, Check] = {
+    "images follow the pins": check_image_tags,
+    "postgres decodes logically": check_postgres,
+    "kafka fits one broker": check_kafka,
+    "connect writes JSON with schemas": check_connect,
+    "ports match Endpoints defaults": check_ports,
+    "pyspark and delta-spark match the pins": check_python_pins,
+    "containers.py matches compose": check_containers_module,
+}
+
+
+def all_problems(pyproject: Doc, compose: Doc) -> list[str]:
+    return [problem for check in CHECKS.values() for problem in check(pyproject, compose)]
+
+
+@pytest.mark.parametrize("name", list(CHECKS))
+def test_the_real_files_agree(name: str) -> None:
+    problems = CHECKS[name](load_pyproject(), load_compose())
+    assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------- drift in edited copies
+
+Edit = Callable[[dict[str, str], Doc], tuple[str, str]]  # (pins, compose) -> (old text, new text)
+
+
+def _retag(repository: str) -> Edit:
+    def edit(pins: dict[str, str], compose: Doc) -> tuple[str, str]:
+        return f"image: {(service(compose, repository) or {})['image']}\n", f"image: {repository}:0.0.0\n"
+
+    return edit
+
+
+def _replace(old: str, new: str) -> Edit:
+    return lambda pins, compose: (old, new)
+
+
+def _pin(name: str, new: str) -> Edit:
+    return lambda pins, compose: (f'{name} = "{pins[name]}"', f'{name} = "{new}"')
+
+
+# case: (file edited, edit, text a problem must contain)
+DRIFTS: dict[str, tuple[str, Edit, str]] = {
+    "kafka tag": ("compose", _retag("apache/kafka"), "apache/kafka:0.0.0 does not follow pin kafka"),
+    "postgres major": ("compose", _retag("postgres"), "postgres:0.0.0 does not follow pin postgres"),
+    "debezium tag": ("compose", _retag("quay.io/debezium/connect"), "does not follow pin debezium"),
+    "apicurio tag": ("compose", _retag("apicurio/apicurio-registry"), "does not follow pin apicurio"),
+    "redis latest": (
+        "compose",
+        lambda pins, compose: (f"image: redis:{pins['redis']}\n", "image: redis:latest\n"),
+        "never `latest`",
+    ),
+    "kafka pin moved": ("pyproject", _pin("kafka", "9.9.9"), "pin kafka = '9.9.9'"),
+    "wal_level": ("compose", _replace("wal_level=logical", "wal_level=replica"), "wal_level='replica'"),
+    "transaction RF": (
+        "compose",
+        _replace(
+            'TRANSACTION_STATE_LOG_REPLICATION_FACTOR: "1"', 'TRANSACTION_STATE_LOG_REPLICATION_FACTOR: "3"'
+        ),
+        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR is '3'",
+    ),
+    "schemas off": (
+        "compose",
+        _replace('VALUE_CONVERTER_SCHEMAS_ENABLE: "true"', 'VALUE_CONVERTER_SCHEMAS_ENABLE: "false"'),
+        "CONNECT_VALUE_CONVERTER_SCHEMAS_ENABLE is 'false'",
+    ),
+    "kafka host port": (
+        "compose",
+        _replace('"127.0.0.1:19092:', '"127.0.0.1:29092:'),
+        "expected 127.0.0.1:19092",
+    ),
+    "pyspark": (
+        "pyproject",
+        lambda pins, compose: (f'"pyspark=={pins["spark"]}"', '"pyspark==0.0.1"'),
+        "pins pyspark==0.0.1",
+    ),
+    "delta pin": ("pyproject", _pin("delta", "0.0.1"), "delta = '0.0.1'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DRIFTS))
+def test_a_drifted_copy_is_caught(case: str, tmp_path: Path) -> None:
+    target, edit, expected = DRIFTS[case]
+    copies = {"pyproject": tmp_path / "pyproject.toml", "compose": tmp_path / "compose.yaml"}
+    shutil.copy(PYPROJECT, copies["pyproject"])
+    shutil.copy(COMPOSE, copies["compose"])
+    old, new = edit(pins_of(load_pyproject()), load_compose())
+    text = copies[target].read_text()
+    assert text.count(old) == 1, (
+        f"drift case {case!r} no longer applies: {old!r} is not in {target} exactly once"
+    )
+    copies[target].write_text(text.replace(old, new))
+
+    problems = all_problems(load_pyproject(copies["pyproject"]), load_compose(copies["compose"]))
+
+    hits = [p for p in problems if expected in p]
+    assert hits, f"drift {case!r} went unnoticed; problems were: {problems}"
+    assert all("fix" in p or "change" in p for p in hits), f"a message does not say what to fix: {hits}"
+
+
+# ---------------------------------------------------------------- containers.py without an engine
+
+
+def test_docker_engine_available_answers_a_bool_quickly() -> None:
+    started = time.monotonic()
+    answer = containers.docker_engine_available(timeout_s=2.0)
+    assert isinstance(answer, bool)
+    assert time.monotonic() - started < 6.0, "docker_engine_available must not hang without an engine"
+
+
+def test_container_images_come_from_the_pins() -> None:
+    pins = pins_of(load_pyproject())
+    images = containers.Images.from_pins(Pins.load())
+    assert images.kafka == f"apache/kafka:{pins['kafka']}", (
+        "fix Images.from_pins in docker/devstack/containers.py"
+    )
+    assert images.connect == f"quay.io/debezium/connect:{pins['debezium']}"
+    assert images.registry == f"apicurio/apicurio-registry:{pins['apicurio']}"
