@@ -62,7 +62,9 @@ class DatabaseSpec:
         try:
             parts = conninfo_to_dict(dsn)
         except Exception as exc:  # psycopg raises ProgrammingError for a malformed DSN
-            raise SpecError(f"database DSN is malformed ({exc}); write postgresql://user@host:port/db") from exc
+            raise SpecError(
+                f"database DSN is malformed ({exc}); write postgresql://user@host:port/db"
+            ) from exc
         return cls(
             hostname=str(parts.get("host") or "127.0.0.1"),
             port=int(parts.get("port") or 5432),

@@ -11,7 +11,7 @@ Postgres -> Python mapping (what `decode_value` returns):
   real/double -> float (NaN, ±inf); boolean -> bool; text/varchar/char/enum/xml/inet -> str;
   uuid -> uuid.UUID; date -> date; time -> time; timetz -> aware time (UTC);
   timestamp -> naive datetime; timestamptz -> aware datetime (UTC); interval -> Interval;
-  json/jsonb/hstore -> parsed JSON; arrays -> tuple; bytea -> bytes; bit(n>1) -> bytes.
+  json/jsonb/hstore -> parsed JSON; arrays -> tuple; bytea -> bytes; bit(n>1) -> '0101' text.
 A TOASTed column Debezium could not read is the `UNCHANGED` sentinel, never the placeholder text.
 """
 
@@ -87,9 +87,7 @@ class Interval:
         tsign = -1 if self.microseconds < 0 else 1
         seconds = (Decimal(rest) / 1_000_000).normalize()
         sec_text = format(tsign * seconds, "f") if rest else "0"
-        return (
-            f"P{sign * years}Y{sign * months}M{self.days}DT{tsign * hours}H{tsign * minutes}M{sec_text}S"
-        )
+        return f"P{sign * years}Y{sign * months}M{self.days}DT{tsign * hours}H{tsign * minutes}M{sec_text}S"
 
     def as_timedelta(self) -> timedelta:
         """Approximate as psycopg does (1 year = 365 days, 1 month = 30 days); exact when months == 0."""
@@ -175,7 +173,7 @@ def _decode(schema: Schema, value: Any, placeholder: str) -> Any:
 def _decode_primitive(schema: Schema, kind: Any, value: Any) -> Any:
     if kind in ("int8", "int16", "int32", "int64"):
         return _strict_int(value)
-    if kind in ("float32", "float64"):
+    if kind in ("float", "double", "float32", "float64"):  # JsonConverter writes float/double
         if isinstance(value, str):
             return _FLOAT_SPECIALS[value]
         return float(value)
@@ -250,6 +248,13 @@ def _micro_time(_schema: Schema, value: Any) -> time:
     return time(hours, minutes, seconds, micro)
 
 
+def _bits(schema: Schema, value: Any) -> str:
+    """bit(n) as Postgres prints it ('1000'); Debezium sends the bits as a little-endian integer."""
+    number = int.from_bytes(base64.b64decode(value, validate=True), "little")
+    length = int((schema.get("parameters") or {}).get("length", max(number.bit_length(), 1)))
+    return format(number, f"0{length}b")
+
+
 def _enum_set(_schema: Schema, value: Any) -> tuple[str, ...]:
     return tuple(v for v in str(value).split(",") if v)
 
@@ -276,5 +281,5 @@ _BY_NAME: dict[str, _Decoder] = {
     "io.debezium.data.Enum": lambda _s, v: str(v),
     "io.debezium.data.EnumSet": _enum_set,
     "io.debezium.data.Xml": lambda _s, v: str(v),
-    "io.debezium.data.Bits": lambda _s, v: base64.b64decode(v, validate=True),
+    "io.debezium.data.Bits": _bits,
 }

@@ -1,0 +1,368 @@
+"""`cdc`: manage Debezium Postgres connectors and read their change events.
+
+Endpoints come from the environment (KAFKA_CONNECT_URL, KAFKA_BOOTSTRAP_SERVERS, PG_DSN) and are
+overridden by --connect-url, --bootstrap-servers, --pg-dsn. `--json` prints machine-readable output.
+SIGTERM/SIGINT during `tail` stop it cleanly (the consumer is closed, nothing is committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from cdc.change_event import decode_record
+from cdc.connect_client import ConnectClient, ConnectorStatus, ValidationResult
+from cdc.connector_spec import ConnectorSpec
+from cdc.errors import (
+    ChangeEventDecodeError,
+    ConnectorConfigInvalid,
+    ConnectorFailed,
+    ConnectRequestError,
+    ConnectUnavailable,
+    PreflightFailed,
+    SpecError,
+    WaitTimeout,
+)
+from cdc.health import DEFAULT_RETAINED_WAL_WARN_BYTES, HealthReport, collect
+from cdc.preflight import run_preflight
+from cdc.render import event_json, jsonable
+from cdc.slots import drop_slot
+from kafkakit.errors import BadStartPosition, ToolkitError
+from kafkakit.positions import Edge, StartPosition, parse_partition_offsets, parse_timestamp, resolve
+from kafkakit.settings import Endpoints
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+EXIT_FAILED = 3
+EXIT_UNAVAILABLE = 4
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES_HELP = """exit codes:
+  0    success
+  1    refused: invalid spec or config (named per field), pre-flight failure, bad start position,
+       undecodable record, unknown connector
+  2    usage error (bad arguments)
+  3    a connector or task is FAILED (`status`, `apply`), or `health` found warnings
+  4    a service is unreachable or answered with an unexpected error; or a wait timed out
+  130  interrupted"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    endpoints = Endpoints.from_env().with_overrides(
+        kafka_bootstrap_servers=getattr(args, "bootstrap_servers", None),
+        kafka_connect_url=getattr(args, "connect_url", None),
+        pg_dsn=getattr(args, "pg_dsn", None),
+    )
+    out = Console(highlight=False, soft_wrap=True)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    handler: Callable[[argparse.Namespace, Endpoints, Console], int] = args.handler
+    try:
+        return handler(args, endpoints, out)
+    except ConnectorConfigInvalid as exc:
+        _print_field_errors(err, exc.field_errors, f"connector {exc.connector!r} not registered")
+        return EXIT_REFUSED
+    except PreflightFailed as exc:
+        _print_field_errors(err, exc.problems, "pre-flight checks failed; nothing was registered")
+        return EXIT_REFUSED
+    except ConnectorFailed as exc:
+        err.print(f"[red]{escape(str(exc))}[/red]")
+        if exc.trace:
+            err.print(exc.trace, markup=False)
+        return EXIT_FAILED
+    except (ConnectUnavailable, WaitTimeout) as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        return EXIT_UNAVAILABLE
+    except ConnectRequestError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        return EXIT_REFUSED if exc.status_code in (400, 404, 409, 422) else EXIT_UNAVAILABLE
+    except (SpecError, BadStartPosition, ChangeEventDecodeError, ToolkitError) as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        return EXIT_REFUSED
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+# ---- parser ------------------------------------------------------------------------------------
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS lets the same flags appear before or after the sub-command without clobbering.
+    common.add_argument(
+        "--bootstrap-servers", default=argparse.SUPPRESS, help="Kafka (env KAFKA_BOOTSTRAP_SERVERS)"
+    )
+    common.add_argument(
+        "--connect-url", default=argparse.SUPPRESS, help="Kafka Connect REST (env KAFKA_CONNECT_URL)"
+    )
+    common.add_argument("--pg-dsn", default=argparse.SUPPRESS, help="Postgres DSN for checks (env PG_DSN)")
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
+    )
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="cdc", description=__doc__, epilog=EXIT_CODES_HELP, formatter_class=fmt, parents=[common]
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_: str, handler: Callable[..., int]) -> argparse.ArgumentParser:
+        p = sub.add_parser(
+            name, help=help_, description=help_, epilog=EXIT_CODES_HELP, formatter_class=fmt, parents=[common]
+        )
+        p.set_defaults(handler=handler)
+        return p
+
+    p = command(
+        "validate", "check a spec file: pre-flight against Postgres, then Connect's validate", _validate
+    )
+    p.add_argument("file", help="connector spec (.yaml, .yml or .json)")
+    p.add_argument("--skip-preflight", action="store_true", help="only ask Connect")
+    p = command("apply", "create or update the connector from a spec file (validates first)", _apply)
+    p.add_argument("file", help="connector spec (.yaml, .yml or .json)")
+    p.add_argument("--skip-preflight", action="store_true", help="do not check (or prepare) Postgres first")
+    p.add_argument(
+        "--no-wait", action="store_true", help="return once registered, without waiting for RUNNING"
+    )
+    p.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for RUNNING (default 90)")
+    p = command("status", "connector and task states; exits 3 if anything FAILED (shows the trace)", _status)
+    p.add_argument("name", nargs="?", help="one connector (default: all)")
+    for verb, text in (("pause", "pause a connector"), ("resume", "resume a paused connector")):
+        command(verb, text, _simple).add_argument("name")
+    p = command("restart", "restart a connector and its tasks", _simple)
+    p.add_argument("name")
+    p.add_argument("--only-failed", action="store_true", help="restart only FAILED instances")
+    p = command("delete", "delete a connector (its slot stays unless --drop-slot)", _simple)
+    p.add_argument("name")
+    p.add_argument("--drop-slot", action="store_true", help="also drop its replication slot and publication")
+    p = command("tail", "print decoded change events of a topic as JSON lines", _tail)
+    p.add_argument("topic")
+    start = p.add_mutually_exclusive_group()
+    start.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
+    start.add_argument("--offset", metavar="P:N[,P:N]", help="start at partition:offset")
+    start.add_argument("--timestamp", metavar="ISO", help="start at the first record at/after this time")
+    p.add_argument("--max", type=int, metavar="N", help="stop after N records")
+    p.add_argument("--idle-timeout", type=float, metavar="S", help="stop after S seconds without records")
+    p = command(
+        "health", "slot WAL retention, connector states, topic end offsets; exits 3 on warnings", _health
+    )
+    p.add_argument("name", nargs="?", help="one connector (default: all, plus orphan slots)")
+    p.add_argument(
+        "--warn-bytes",
+        type=int,
+        default=DEFAULT_RETAINED_WAL_WARN_BYTES,
+        help="retained-WAL warning threshold",
+    )
+    return parser
+
+
+def _wants_json(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "json", False))
+
+
+def _emit(out: Console, doc: Any) -> None:
+    out.print_json(json.dumps(jsonable(doc)))
+
+
+def _print_field_errors(err: Console, errors: Sequence[tuple[str, str]], title: str) -> None:
+    table = Table(title=title, title_justify="left")
+    table.add_column("field", style="bold")
+    table.add_column("problem")
+    for field, msg in errors:
+        table.add_row(escape(field), escape(msg))
+    err.print(table)
+
+
+# ---- handlers ----------------------------------------------------------------------------------
+def _validate(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
+    spec = ConnectorSpec.from_file(args.file)
+    problems: list[tuple[str, str]] = []
+    if not args.skip_preflight:
+        try:
+            run_preflight(spec, create_heartbeat_table=False)
+        except PreflightFailed as exc:
+            problems.extend(exc.problems)
+    with ConnectClient(ep.kafka_connect_url) as connect:
+        result: ValidationResult = connect.validate({**spec.to_config(), "name": spec.name})
+    # The heartbeat table is created by `apply`; its absence is not a problem at validate time.
+    problems = [p for p in problems if spec.heartbeat.table not in p[1]]
+    problems.extend(result.field_errors)
+    if _wants_json(args):
+        _emit(out, {"connector": spec.name, "valid": not problems, "errors": [list(p) for p in problems]})
+    elif problems:
+        _print_field_errors(out, problems, f"connector {spec.name!r} is invalid")
+    else:
+        out.print(f"connector {spec.name!r} is valid")
+    return EXIT_OK if not problems else EXIT_REFUSED
+
+
+def _apply(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
+    spec = ConnectorSpec.from_file(args.file)
+    if not args.skip_preflight:
+        run_preflight(spec)
+    with ConnectClient(ep.kafka_connect_url) as connect:
+        result = connect.apply(spec.name, spec.to_config())
+        status = None if args.no_wait else connect.wait_running(spec.name, timeout=args.timeout)
+    verb = "created" if result.created else "updated"
+    if _wants_json(args):
+        _emit(out, {"connector": spec.name, "result": verb, "state": status.state if status else None})
+    else:
+        out.print(f"connector {spec.name!r} {verb}" + (f", {status.state}" if status else ""))
+    return EXIT_OK
+
+
+def _status(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
+    with ConnectClient(ep.kafka_connect_url) as connect:
+        names = [args.name] if args.name else list(connect.list_connectors())
+        statuses = [connect.status(n) for n in names]
+    if _wants_json(args):
+        _emit(out, [_status_doc(s) for s in statuses])
+    else:
+        _print_status(out, statuses)
+    return EXIT_FAILED if any(s.failed for s in statuses) else EXIT_OK
+
+
+def _status_doc(s: ConnectorStatus) -> dict[str, Any]:
+    return {**jsonable(s), "failed": s.failed}
+
+
+def _print_status(out: Console, statuses: Sequence[ConnectorStatus]) -> None:
+    table = Table(title="connectors", title_justify="left")
+    for col in ("connector", "state", "tasks", "worker"):
+        table.add_column(col)
+    for s in statuses:
+        tasks = ", ".join(f"{t.id}:{t.state}" for t in s.tasks) or "-"
+        style = "red" if s.failed else ("green" if s.running else "yellow")
+        table.add_row(s.name, f"[{style}]{s.state}[/{style}]", tasks, s.worker_id)
+    out.print(table)
+    for s in statuses:
+        if s.failed:
+            out.print(f"[red]{s.name} failure trace:[/red]")
+            out.print(s.failure_trace or "(no trace reported)", markup=False)
+
+
+def _simple(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
+    with ConnectClient(ep.kafka_connect_url) as connect:
+        if args.command == "pause":
+            connect.pause(args.name)
+        elif args.command == "resume":
+            connect.resume(args.name)
+        elif args.command == "restart":
+            connect.restart(args.name, only_failed=args.only_failed)
+        else:
+            config = connect.config(args.name) if args.drop_slot else {}
+            connect.delete(args.name)
+            if args.drop_slot:
+                drop_slot(ep.pg_dsn, config.get("slot.name", "debezium"), config.get("publication.name"))
+    if _wants_json(args):
+        _emit(out, {"connector": args.name, "action": args.command, "ok": True})
+    else:
+        out.print(f"{args.command}: {args.name} ok")
+    return EXIT_OK
+
+
+def _start_position(args: argparse.Namespace) -> StartPosition:
+    if args.offset:
+        return parse_partition_offsets(args.offset)
+    if args.timestamp:
+        return parse_timestamp(args.timestamp)
+    return Edge("earliest" if args.from_beginning else "latest")
+
+
+class _Stop:
+    """Set by SIGTERM/SIGINT so the poll loop can finish the current record and close the consumer."""
+
+    requested = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.requested = True
+
+
+def _tail(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
+    import time
+
+    from confluent_kafka import Consumer
+
+    start = _start_position(args)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": ep.kafka_bootstrap_servers,
+            "group.id": "cdc-tail",  # assign() only; nothing is committed, so the group is never used
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
+    stop = _Stop()
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        consumer.assign(resolve(consumer, args.topic, start))
+        seen, idle_since = 0, time.monotonic()
+        while not stop.requested and (args.max is None or seen < args.max):
+            msg = consumer.poll(0.5)
+            if msg is None:
+                if args.idle_timeout is not None and time.monotonic() - idle_since > args.idle_timeout:
+                    break
+                continue
+            if msg.error():
+                raise ConnectUnavailable(f"Kafka error while reading {args.topic}: {msg.error()}")
+            item = decode_record(
+                topic=args.topic,
+                partition=msg.partition() or 0,
+                offset=msg.offset() or 0,
+                key=msg.key(),
+                value=msg.value(),
+            )
+            sys.stdout.write(json.dumps(event_json(item), ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+            seen, idle_since = seen + 1, time.monotonic()
+    finally:
+        consumer.close()
+        for s, h in previous.items():
+            signal.signal(s, h)
+    return EXIT_OK
+
+
+def _health(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
+    with ConnectClient(ep.kafka_connect_url) as connect:
+        report = collect(
+            connect=connect,
+            pg_dsn=ep.pg_dsn,
+            bootstrap_servers=ep.kafka_bootstrap_servers,
+            threshold_bytes=args.warn_bytes,
+            only=args.name,
+        )
+    if _wants_json(args):
+        _emit(out, {**jsonable(report), "healthy": report.healthy})
+    else:
+        _print_health(out, report)
+    return EXIT_OK if report.healthy else EXIT_FAILED
+
+
+def _print_health(out: Console, report: HealthReport) -> None:
+    table = Table(title="CDC health", title_justify="left")
+    for col in ("connector", "state", "slot", "active", "retained WAL", "topic end offsets"):
+        table.add_column(col)
+    for c in report.connectors:
+        ends = ", ".join(f"{e.topic}[{e.partition}]={e.end_offset}" for e in c.topic_ends) or "-"
+        retained = "-" if c.slot is None or c.slot.retained_bytes is None else f"{c.slot.retained_bytes} B"
+        active = "-" if c.slot is None else str(c.slot.active)
+        table.add_row(c.name, c.status.state, c.slot_name, active, retained, ends)
+    for s in report.orphan_slots:
+        table.add_row("(none)", "-", s.slot_name, str(s.active), f"{s.retained_bytes} B", "-")
+    out.print(table)
+    for w in report.warnings:
+        out.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    if report.healthy:
+        out.print("[green]healthy[/green]")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

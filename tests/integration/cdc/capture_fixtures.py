@@ -1,0 +1,73 @@
+"""Record what the real Debezium connector emits, as unit-test fixtures.
+
+Run against a running stack (`source .stack/env` first):
+    .venv/bin/python tests/integration/cdc/capture_fixtures.py
+It writes tests/unit/cdc/fixtures/debezium_records.json: the raw key/value bytes (as UTF-8 text) of
+every record on the torture and TOAST topics, plus what psycopg read from Postgres for the same rows,
+so the unit tests can check decoding without services. Cleans up its connector, slot and tables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import string
+from pathlib import Path
+
+from cdc_helpers import ConnectorFactory, RawRecord, pg, read_topic, unique
+from cdc_torture import LARGE_BYTES, create_sql, insert_sql
+
+from cdc.connect_client import ConnectClient
+
+OUT = Path(__file__).resolve().parents[2] / "unit" / "cdc" / "fixtures" / "debezium_records.json"
+
+
+def main() -> None:
+    dsn, bootstrap = os.environ["PG_DSN"], os.environ["KAFKA_BOOTSTRAP_SERVERS"]
+    suffix = unique("cap")
+    table, enum, toast = f"public.tt_{suffix}", f"mood_{suffix}", f"public.toast_{suffix}"
+    big = "".join(random.Random(3).choices(string.ascii_letters, k=4000))
+    with pg(dsn) as conn, ConnectClient(os.environ["KAFKA_CONNECT_URL"]) as connect:
+        for sql in create_sql(table, enum):
+            conn.execute(sql)
+        conn.execute(insert_sql(table), {"large": LARGE_BYTES})
+        conn.execute(f"CREATE TABLE {toast} (id int PRIMARY KEY, note text, n int)")
+        conn.execute(f"ALTER TABLE {toast} ALTER COLUMN note SET STORAGE EXTERNAL")
+        factory = ConnectorFactory(connect, dsn)
+        try:
+            spec = factory.start(factory.spec([table, toast], name="capture-fixtures-" + suffix[-6:]))
+            t_topic, x_topic = spec.topic_for(table), spec.topic_for(toast)
+            read_topic(bootstrap, t_topic, until=lambda rs: len(rs) >= 4)
+            conn.execute(f"INSERT INTO {toast} VALUES (1, %s, 1)", (big,))
+            conn.execute(f"UPDATE {toast} SET n = 2 WHERE id = 1")
+            conn.execute(f"UPDATE {table} SET c_text = 'updated', c_int = 42 WHERE id = 1")
+            conn.execute(f"DELETE FROM {table} WHERE id = 2")
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN c_added text DEFAULT 'd'")
+            conn.execute(f"INSERT INTO {table} (id, c_added) VALUES (5, 'new shape')")
+            conn.execute(f"ALTER TABLE {table} DROP COLUMN c_bits")
+            conn.execute(f"UPDATE {table} SET c_added = 'dropped bits' WHERE id = 3")
+            torture = read_topic(bootstrap, t_topic, until=lambda rs: len(rs) >= 9)
+            toasted = read_topic(bootstrap, x_topic, until=lambda rs: len(rs) >= 2)
+        finally:
+            factory.cleanup()
+            conn.execute(f"DROP TABLE IF EXISTS {table}, {toast}")
+            conn.execute(f"DROP TYPE IF EXISTS {enum}")
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"torture": [_raw(r) for r in torture], "toast": [_raw(r) for r in toasted]}
+    OUT.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {len(torture)} + {len(toasted)} records to {OUT}")
+
+
+def _raw(r: RawRecord) -> dict[str, object]:
+    return {
+        "topic": r.topic,
+        "partition": r.partition,
+        "offset": r.offset,
+        "key": None if r.key is None else r.key.decode(),
+        "value": None if r.value is None else r.value.decode(),
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""Invalid specs are refused with the field named and nothing registered; FAILED tasks make `cdc status` fail."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from cdc_helpers import ConnectorFactory, unique, wait_until
+
+from cdc.cli import EXIT_FAILED, EXIT_REFUSED, main
+from cdc.connect_client import ConnectClient, ConnectorStatus
+from cdc.connector_spec import DatabaseSpec, HeartbeatSpec
+from cdc.errors import ConnectorConfigInvalid, ConnectorFailed, PreflightFailed
+from cdc.preflight import run_preflight
+
+pytestmark = pytest.mark.integration
+
+
+def _flags(stack: Any) -> list[str]:
+    return [
+        "--connect-url",
+        stack.kafka_connect_url,
+        "--bootstrap-servers",
+        stack.kafka_bootstrap_servers,
+        "--pg-dsn",
+        stack.pg_dsn,
+    ]
+
+
+def _write_spec(tmp_path: Path, spec_doc: dict[str, Any]) -> Path:
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec_doc))
+    return path
+
+
+def _spec_doc(stack: Any, name: str, tables: list[str], **over: Any) -> dict[str, Any]:
+    db = DatabaseSpec.from_dsn(stack.pg_dsn)
+    return {
+        "name": name,
+        "database": {"hostname": db.hostname, "port": db.port, "user": db.user, "dbname": db.dbname},
+        "topic_prefix": name.replace("-", "_"),
+        "tables": tables,
+        "heartbeat": {"interval_ms": 1000},
+        **over,
+    }
+
+
+def test_unknown_table_is_refused_by_preflight_and_not_registered(
+    stack: Any, connect: ConnectClient, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = unique("bad-table").replace("_", "-")
+    path = _write_spec(tmp_path, _spec_doc(stack, name, ["public.no_such_table_x"]))
+    assert main(["apply", str(path), *_flags(stack)]) == EXIT_REFUSED
+    err = capsys.readouterr().err
+    assert "table.include.list" in err and "public.no_such_table_x does not exist" in err
+    assert name not in connect.list_connectors()
+
+
+def test_table_without_primary_key_is_refused_unless_key_columns_given(
+    stack: Any, pg: psycopg.Connection[tuple[Any, ...]], tables: list[str], connectors: ConnectorFactory
+) -> None:
+    table = f"public.{unique('nopk')}"
+    tables.append(f"table:{table}")
+    pg.execute(f"CREATE TABLE {table} (code text NOT NULL, v int)")  # type: ignore[arg-type]
+    with pytest.raises(PreflightFailed, match="has no primary key"):
+        run_preflight(connectors.spec([table]))
+    with pytest.raises(PreflightFailed, match=r"no column\(s\) \['nope'\]"):
+        run_preflight(connectors.spec([table], message_key_columns=((table, ("nope",)),)))
+    run_preflight(connectors.spec([table], message_key_columns=((table, ("code",)),)))
+
+
+def test_wrong_credentials_are_named(
+    stack: Any, connect: ConnectClient, connectors: ConnectorFactory
+) -> None:
+    # The local stack trusts every password, so a role that does not exist stands in for a wrong login.
+    base = DatabaseSpec.from_dsn(stack.pg_dsn)
+    bad_db = DatabaseSpec(hostname=base.hostname, port=base.port, user="no_such_role_x", dbname=base.dbname)
+    spec = connectors.spec(["public.cdc_heartbeat"], database=bad_db)
+    with pytest.raises(PreflightFailed, match="no_such_role_x") as info:
+        run_preflight(spec)
+    assert info.value.problems[0][0].startswith("database.user")
+    # Connect's own validate names the same problem, and apply registers nothing.
+    with pytest.raises(ConnectorConfigInvalid) as invalid:
+        connect.apply(spec.name, spec.to_config())
+    fields = dict(invalid.value.field_errors)
+    assert any("no_such_role_x" in msg for msg in fields.values())
+    assert spec.name not in connect.list_connectors()
+
+
+def test_misspelled_option_is_named_and_nothing_registered(
+    stack: Any,
+    connect: ConnectClient,
+    connectors: ConnectorFactory,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    spec = connectors.spec(["public.cdc_heartbeat"], extra={"snapshot.mod": "initial"})
+    with pytest.raises(ConnectorConfigInvalid) as invalid:
+        connect.apply(spec.name, spec.to_config())
+    assert [f for f, _ in invalid.value.field_errors] == ["snapshot.mod"]
+    assert spec.name not in connect.list_connectors()
+    path = _write_spec(
+        tmp_path, _spec_doc(stack, spec.name, ["public.cdc_heartbeat"], extra={"snapshot.mod": "x"})
+    )
+    assert main(["validate", str(path), "--json", *_flags(stack)]) == EXIT_REFUSED
+    out = json.loads(capsys.readouterr().out)
+    assert out["valid"] is False and out["errors"][0][0] == "snapshot.mod"
+
+
+def test_failed_task_makes_status_exit_non_zero(
+    stack: Any,
+    pg: psycopg.Connection[tuple[Any, ...]],
+    tables: list[str],
+    connectors: ConnectorFactory,
+    connect: ConnectClient,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Drop a captured table (here the connector's own heartbeat table) while it streams: the task FAILS.
+
+    Either the heartbeat action query fails, or (as seen on Debezium 3.6.1) the drop yields a null-key
+    record that the compacted topic rejects; both end in a FAILED task with a trace.
+    """
+    table, beats = f"public.{unique('fail')}", f"public.{unique('beats')}"
+    tables.extend([f"table:{table}", f"table:{beats}"])
+    pg.execute(f"CREATE TABLE {table} (id serial PRIMARY KEY)")  # type: ignore[arg-type]
+    spec = connectors.start(connectors.spec([table], heartbeat=HeartbeatSpec(interval_ms=300, table=beats)))
+    pg.execute(f"DROP TABLE {beats}")  # type: ignore[arg-type]
+
+    def status_after_a_change() -> ConnectorStatus:
+        # Debezium runs the heartbeat when it handles WAL traffic, so keep some flowing.
+        pg.execute(f"INSERT INTO {table} DEFAULT VALUES")  # type: ignore[arg-type]
+        return connect.status(spec.name)
+
+    status = wait_until(status_after_a_change, lambda s: s.failed, timeout=60)
+    assert status.failure_trace and "Exception" in status.failure_trace
+    with pytest.raises(ConnectorFailed, match="FAILED"):
+        connect.wait_running(spec.name, timeout=5)
+    capsys.readouterr()
+    assert main(["status", spec.name, *_flags(stack)]) == EXIT_FAILED
+    captured = capsys.readouterr()
+    assert "FAILED" in captured.out and "failure trace" in captured.out
+    assert main(["status", spec.name, "--json", *_flags(stack)]) == EXIT_FAILED
+    doc = json.loads(capsys.readouterr().out)
+    assert doc[0]["failed"] is True

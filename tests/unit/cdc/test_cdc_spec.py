@@ -1,0 +1,137 @@
+"""Loading and rendering connector specs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cdc.connector_spec import ConnectorSpec, DatabaseSpec, sanitize_identifier
+from cdc.errors import SpecError
+
+YAML = """
+name: Orders.CDC-v2
+database: {hostname: db, port: 5433, user: dbz, password: s3cret, dbname: shop}
+topic_prefix: shop
+tables: [public.orders, public.events]
+message_key_columns: {public.events: [stream_id, version]}
+topics: {partitions: 3, replication_factor: 2}
+extra: {snapshot.fetch.size: 5000, skipped.operations: none}
+"""
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_yaml_spec_renders_production_defaults(tmp_path: Path) -> None:
+    spec = ConnectorSpec.from_file(_write(tmp_path, "s.yaml", YAML))
+    config = spec.to_config()
+    assert config["connector.class"] == "io.debezium.connector.postgresql.PostgresConnector"
+    assert config["plugin.name"] == "pgoutput" and config["publication.autocreate.mode"] == "filtered"
+    assert (
+        config["slot.name"] == "dbz_orders_cdc_v2" and config["publication.name"] == "dbz_pub_orders_cdc_v2"
+    )
+    assert config["table.include.list"] == r"public\.orders,public\.events,public\.cdc_heartbeat"
+    assert config["message.key.columns"] == "public.events:stream_id,version"
+    assert config["topic.creation.default.cleanup.policy"] == "compact"
+    assert config["topic.creation.default.partitions"] == "3"
+    assert config["topic.creation.default.replication.factor"] == "2"
+    assert config["heartbeat.interval.ms"] == "10000"
+    assert (
+        "cdc_heartbeat" in config["heartbeat.action.query"]
+        and "'Orders.CDC-v2'" in config["heartbeat.action.query"]
+    )
+    for key, value in {
+        "tombstones.on.delete": "true",
+        "decimal.handling.mode": "string",
+        "interval.handling.mode": "string",
+        "time.precision.mode": "adaptive_time_microseconds",
+        "binary.handling.mode": "bytes",
+        "hstore.handling.mode": "json",
+        "snapshot.fetch.size": "5000",
+        "skipped.operations": "none",
+        "database.password": "s3cret",
+    }.items():
+        assert config[key] == value
+    assert "s3cret" not in repr(spec)
+
+
+def test_json_spec_equals_yaml_spec(tmp_path: Path) -> None:
+    import yaml
+
+    doc = yaml.safe_load(YAML)
+    assert ConnectorSpec.from_file(_write(tmp_path, "s.json", json.dumps(doc))) == ConnectorSpec.from_mapping(
+        doc
+    )
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.update(tabels=["x.y"]), r"unknown key\(s\) \['tabels'\] in spec"),
+        (lambda d: d["database"].update(pasword="x"), r"unknown key\(s\) \['pasword'\] in database"),
+        (lambda d: d["database"].update(port="5432"), "database.port must be int"),
+        (lambda d: d.update(tables="public.orders"), "tables must be a list of strings"),
+        (lambda d: d.update(tables=["orders"]), "must be written schema.table"),
+        (lambda d: d.update(slot_name="Bad-Slot"), r"1-63 characters of \[a-z0-9_\]"),
+        (lambda d: d.update(snapshot_mode="sometimes"), "snapshot_mode 'sometimes' is not one of"),
+        (lambda d: d.update(extra={"slot.name": "x"}), "extra sets \\['slot.name'\\]"),
+        (lambda d: d.update(name="has space"), "name 'has space' must be"),
+        (lambda d: d.pop("topic_prefix"), "missing required key 'topic_prefix'"),
+    ],
+)
+def test_bad_specs_are_refused_with_the_key_named(tmp_path: Path, mutate: object, message: str) -> None:
+    import yaml
+
+    doc = yaml.safe_load(YAML)
+    mutate(doc)  # type: ignore[operator]
+    with pytest.raises(SpecError, match=message) as info:
+        ConnectorSpec.from_file(_write(tmp_path, "bad.yaml", yaml.safe_dump(doc)))
+    assert "bad.yaml" in str(info.value)
+
+
+def test_file_errors(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match=r"must end in \.yaml, \.yml or \.json"):
+        ConnectorSpec.from_file(_write(tmp_path, "s.toml", "x"))
+    with pytest.raises(SpecError, match="not valid JSON"):
+        ConnectorSpec.from_file(_write(tmp_path, "s.json", "{"))
+    with pytest.raises(SpecError, match="cannot read spec file"):
+        ConnectorSpec.from_file(tmp_path / "missing.yaml")
+    with pytest.raises(SpecError, match="must be a mapping"):
+        ConnectorSpec.from_file(_write(tmp_path, "list.yaml", "- a\n"))
+
+
+def test_slot_names_are_sanitized_and_bounded() -> None:
+    assert sanitize_identifier("Orders-CDC.v2") == "dbz_orders_cdc_v2"
+    long = sanitize_identifier("x" * 200)
+    assert len(long) == 63 and long.startswith("dbz_")
+
+
+def test_database_from_dsn() -> None:
+    db = DatabaseSpec.from_dsn("postgresql://dbz:pw@pg.example:6543/shop")
+    assert (db.hostname, db.port, db.user, db.password, db.dbname) == (
+        "pg.example",
+        6543,
+        "dbz",
+        "pw",
+        "shop",
+    )
+    assert "pw" not in repr(db)
+
+
+def test_heartbeat_can_be_disabled() -> None:
+    spec = ConnectorSpec.from_mapping(
+        {
+            "name": "n",
+            "database": {"hostname": "h", "user": "u", "dbname": "d"},
+            "topic_prefix": "p",
+            "tables": ["public.t"],
+            "heartbeat": {"enabled": False},
+        }
+    )
+    config = spec.to_config()
+    assert "heartbeat.action.query" not in config and config["table.include.list"] == r"public\.t"
