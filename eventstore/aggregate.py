@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from importlib.abc import Traversable
+from importlib.resources.abc import Traversable
 from typing import Any, Generic, TypeVar
 
 from eventstore.errors import DomainError, SchemaNotFound
@@ -67,7 +67,9 @@ class Aggregate(Generic[S]):
     def schema_text(self, name: str) -> str:
         path = self.schema_dir / f"{name}.avsc"
         if not path.is_file():
-            raise SchemaNotFound(f"no schema file {name}.avsc in {self.schema_dir}; add one for type {name!r}")
+            raise SchemaNotFound(
+                f"no schema file {name}.avsc in {self.schema_dir}; add one for type {name!r}"
+            )
         return path.read_text(encoding="utf-8")
 
     def domain_error(self, code: str) -> type[DomainError]:

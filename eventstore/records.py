@@ -10,7 +10,7 @@ import dataclasses
 import types
 import typing
 from functools import cache
-from typing import Any, TypeVar, Union, get_args, get_origin
+from typing import Any, TypeVar, Union, cast, get_args, get_origin
 
 T = TypeVar("T")
 
@@ -18,7 +18,9 @@ T = TypeVar("T")
 def to_record(obj: object) -> dict[str, Any]:
     """A dataclass instance as a plain dict (tuples -> lists, nested dataclasses -> dicts)."""
     if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
-        raise TypeError(f"{obj!r} is not a dataclass instance; events, commands and state must be dataclasses")
+        raise TypeError(
+            f"{obj!r} is not a dataclass instance; events, commands and state must be dataclasses"
+        )
     return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
 
 
@@ -31,15 +33,17 @@ def _plain(value: object) -> object:
 
 
 @cache
-def _hints(cls: type) -> dict[str, Any]:
+def _hints(cls: Any) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
 def from_record(cls: type[T], data: dict[str, Any]) -> T:
     """Build `cls` from a decoded dict, ignoring keys the class does not declare."""
-    hints = _hints(cls)
+    hints = _hints(cast(Any, cls))
     kwargs = {
-        f.name: _typed(hints[f.name], data[f.name]) for f in dataclasses.fields(cls) if f.name in data  # type: ignore[arg-type]
+        f.name: _typed(hints[f.name], data[f.name])
+        for f in dataclasses.fields(cast(Any, cls))
+        if f.name in data
     }
     return cls(**kwargs)
 

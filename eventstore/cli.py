@@ -1,0 +1,404 @@
+"""`eventstore` command line: init, processor, execute, read, subscribe, replay, schemas.
+
+Settings: flags > environment (KAFKA_BOOTSTRAP_SERVERS, SCHEMA_REGISTRY_URL, EVENTSTORE_NAME, ...) >
+defaults. `--json` prints machine-readable output (one JSON document or JSON lines).
+
+Exit codes:
+  0  success
+  1  unexpected error (a bug: please report with the traceback)
+  2  usage or configuration error (bad flag, bad JSON, unknown command type)
+  3  WrongExpectedVersion: the stream moved; re-read and decide again
+  4  domain error: the command broke a business rule; nothing was appended
+  5  invalid input: schema violation / command rejected / incompatible schema; nothing was appended
+  6  outcome unknown (timeout, broker down): retrying with the same --command-id is safe
+  7  infrastructure error (Kafka, registry, topics, undecodable record, replay)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from types import FrameType
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from eventstore import errors
+from eventstore.aggregate import Aggregate
+from eventstore.client import EventStoreClient
+from eventstore.config import StoreConfig
+from eventstore.envelope import EventEnvelope
+from eventstore.processor import CommandProcessor
+from eventstore.reading import EventReader
+from eventstore.records import from_record, to_record
+from eventstore.registration import register_all
+from eventstore.registry import HttpRegistry
+from eventstore.replay import as_json, dumps, read_records, replay_to_topic
+from eventstore.serde import Serde
+from eventstore.topics import ensure_topics
+from kafkakit.errors import BadStartPosition, ConfigError
+from kafkakit.positions import parse_partition_offsets, parse_start, parse_timestamp
+
+DEFAULT_AGGREGATE = "eventstore.examples.order:ORDER"
+EXIT = {
+    errors.WrongExpectedVersion: 3,
+    errors.DomainError: 4,
+    errors.SchemaViolation: 5,
+    errors.CommandRejected: 5,
+    errors.SchemaIncompatible: 5,
+    errors.OutcomeUnknown: 6,
+    BadStartPosition: 2,
+    ConfigError: 2,
+}
+out = Console()
+err = Console(stderr=True)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--name", help="store name: topic prefix and registry subject prefix (env EVENTSTORE_NAME)"
+    )
+    p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers (env KAFKA_BOOTSTRAP_SERVERS)")
+    p.add_argument(
+        "--schema-registry-url", help="Confluent-compatible registry URL (env SCHEMA_REGISTRY_URL)"
+    )
+    p.add_argument("--partitions", type=int, help="partitions per store topic (env EVENTSTORE_PARTITIONS)")
+    p.add_argument("--aggregate", default=DEFAULT_AGGREGATE, help="module:attribute of the Aggregate")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="eventstore", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("init", help="create the store's topics and register its schemas")
+    _common(p)
+
+    p = sub.add_parser("processor", help="run the command processor (SIGTERM: finish or abort, then exit)")
+    _common(p)
+    p.add_argument(
+        "--instance-id", default=socket.gethostname(), help="stable per instance; restarts reuse it"
+    )
+    p.add_argument("--batch-size", type=int, default=200)
+    p.add_argument("--snapshot-every", type=int, help="snapshot a stream every N events (0: never)")
+    p.add_argument("--transaction-timeout-ms", type=int)
+    p.add_argument("--max-idle", type=float, help="exit after this many idle seconds")
+
+    p = sub.add_parser("execute", help="send one command and wait for its outcome")
+    _common(p)
+    p.add_argument("--command", required=True, help="command type, e.g. order.create")
+    p.add_argument("--data", required=True, help="command fields as a JSON object")
+    p.add_argument("--stream", help="stream id (default: derived by the aggregate)")
+    p.add_argument("--expected-version", type=int, help="fail unless the stream is at this version (0: new)")
+    p.add_argument("--command-id", help="idempotency key; reuse it to retry safely")
+    p.add_argument("--timeout", type=float, help="seconds to wait for the reply")
+
+    p = sub.add_parser("read", help="print one stream's events in version order")
+    _common(p)
+    p.add_argument("stream")
+
+    p = sub.add_parser("subscribe", help="print committed events from a start position")
+    _common(p)
+    p.add_argument("--from", dest="start", default="earliest", help="earliest|latest|P:N,..|JSON|ISO time")
+    p.add_argument("--until-end", action="store_true", help="stop at the end offsets seen at start")
+    p.add_argument("--idle-timeout", type=float, help="stop after this many seconds without events")
+    p.add_argument("--dlq-topic", help="copy undecodable events here instead of stopping")
+
+    p = sub.add_parser("replay", help="copy a topic range to another topic (exactly once) or to stdout")
+    _common(p)
+    p.add_argument("--topic", required=True, help="source topic")
+    start = p.add_mutually_exclusive_group(required=True)
+    start.add_argument("--from-offset", help="P:N[,P:N] first offsets")
+    start.add_argument("--from-timestamp", help="ISO-8601 time")
+    p.add_argument("--until-offset", help="P:N[,P:N] end offsets (exclusive); default: the current end")
+    dest = p.add_mutually_exclusive_group(required=True)
+    dest.add_argument("--to-topic")
+    dest.add_argument("--to-stdout", action="store_true")
+
+    p = sub.add_parser("schemas", help="list, check or register the store's Avro schemas")
+    _common(p)
+    p.add_argument("action", choices=["list", "check", "register"])
+    return parser
+
+
+def _config(args: argparse.Namespace) -> StoreConfig:
+    return StoreConfig.from_env().with_overrides(
+        name=args.name,
+        bootstrap_servers=args.bootstrap_servers,
+        schema_registry_url=args.schema_registry_url,
+        partitions=args.partitions,
+        snapshot_every=getattr(args, "snapshot_every", None),
+        transaction_timeout_ms=getattr(args, "transaction_timeout_ms", None),
+        dlq_topic=getattr(args, "dlq_topic", None),
+    )
+
+
+def load_aggregate(spec: str) -> Aggregate[Any]:
+    module, _, attr = spec.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"--aggregate {spec!r} not found ({exc}); write module:attribute") from exc
+    if not isinstance(found, Aggregate):
+        raise ConfigError(f"--aggregate {spec!r} is a {type(found).__name__}, not an Aggregate")
+    return found
+
+
+def _serde(config: StoreConfig, aggregate: Aggregate[Any]) -> Serde:
+    return Serde(aggregate, HttpRegistry(config.schema_registry_url), subject_prefix=config.name)
+
+
+def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(str(c) for c in row))
+    out.print(table)
+
+
+def _event_json(event: EventEnvelope) -> dict[str, Any]:
+    return {
+        "stream_id": event.stream_id,
+        "version": event.version,
+        "event_type": event.event_type,
+        "data": to_record(event.event),
+        "command_id": event.command_id,
+        "timestamp_ms": event.timestamp_ms,
+        "position": str(event.position),
+    }
+
+
+def cmd_init(args: argparse.Namespace, config: StoreConfig, aggregate: Aggregate[Any]) -> int:
+    topics = ensure_topics(config)
+    reports = register_all(_serde(config, aggregate))
+    if args.json:
+        print(json.dumps({"topics": dict(topics), "schemas": [asdict(r) for r in reports]}))
+    else:
+        _table("topics", ["topic", "status"], topics)
+        _table(
+            "schemas",
+            ["subject", "status", "version", "id"],
+            [(r.subject, r.status, r.version, r.schema_id) for r in reports],
+        )
+    return 0
+
+
+def cmd_processor(args: argparse.Namespace, config: StoreConfig, aggregate: Aggregate[Any]) -> int:
+    processor = CommandProcessor(
+        config, aggregate, _serde(config, aggregate), instance_id=args.instance_id, batch_size=args.batch_size
+    )
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        logging.getLogger(__name__).info("signal %d: finishing the current transaction, then exiting", signum)
+        processor.stop_requested.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    processor.run(max_idle_s=args.max_idle)
+    return 0
+
+
+def cmd_execute(args: argparse.Namespace, config: StoreConfig, aggregate: Aggregate[Any]) -> int:
+    cls = aggregate.record_class(args.command)
+    if cls is None or cls not in aggregate.command_types:
+        names = [c.command_type for c in aggregate.command_types]  # type: ignore[attr-defined]
+        raise ConfigError(f"unknown command type {args.command!r}; known: {names}")
+    try:
+        data = json.loads(args.data)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f'--data is not JSON ({exc.msg}); write e.g. \'{{"order_id": "42"}}\'') from exc
+    serde = _serde(config, aggregate)
+    serde.validate(args.command, data)  # names the field before anything is sent
+    with EventStoreClient(config, aggregate, serde) as client:
+        outcome = client.execute(
+            from_record(cls, data),
+            expected_version=args.expected_version,
+            command_id=args.command_id,
+            stream_id=args.stream,
+            timeout=args.timeout,
+        )
+    if args.json:
+        print(json.dumps(asdict(outcome)))
+    else:
+        out.print(
+            f"[green]ok[/] {outcome.stream_id} now at version {outcome.last_version} (command {outcome.command_id})"
+        )
+    return 0
+
+
+def cmd_read(args: argparse.Namespace, config: StoreConfig, aggregate: Aggregate[Any]) -> int:
+    events = EventReader(config, aggregate, _serde(config, aggregate))
+    try:
+        found = events.read_stream(args.stream)
+    finally:
+        events.close()
+    if args.json:
+        for event in found:
+            print(dumps(_event_json(event)))
+    else:
+        _table(
+            args.stream,
+            ["version", "type", "position", "data"],
+            [(e.version, e.event_type, e.position, to_record(e.event)) for e in found],
+        )
+    return 0
+
+
+def cmd_subscribe(args: argparse.Namespace, config: StoreConfig, aggregate: Aggregate[Any]) -> int:
+    events = EventReader(config, aggregate, _serde(config, aggregate))
+    try:
+        for event in events.subscribe(
+            parse_start(args.start), until_end=args.until_end, idle_timeout=args.idle_timeout
+        ):
+            if args.json:
+                print(dumps(_event_json(event)), flush=True)
+            else:
+                out.print(
+                    f"{event.position} {event.stream_id} v{event.version} {event.event_type} {to_record(event.event)}"
+                )
+    finally:
+        events.close()
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace, config: StoreConfig, aggregate: Aggregate[Any]) -> int:
+    start = (
+        parse_partition_offsets(args.from_offset)
+        if args.from_offset
+        else parse_timestamp(args.from_timestamp)
+    )
+    until = None
+    if args.until_offset:
+        until = {p: n for _, p, n in parse_partition_offsets(args.until_offset).by_partition}
+    if args.to_stdout:
+        registry = HttpRegistry(config.schema_registry_url)
+        for msg in read_records(config.bootstrap_servers, args.topic, start, until):
+            print(dumps(as_json(msg, registry)), flush=True)
+        return 0
+    with Progress(console=err, disable=args.json) as progress:
+        task = progress.add_task(f"{args.topic} -> {args.to_topic}", total=None)
+        report = replay_to_topic(
+            config.bootstrap_servers,
+            args.topic,
+            start,
+            args.to_topic,
+            until=until,
+            on_batch=lambda n: progress.advance(task, n),
+        )
+    if args.json:
+        print(
+            json.dumps({"copied": report.copied, "resumed_from": report.resumed_from, "total": report.total})
+        )
+    else:
+        _table(
+            "replayed",
+            ["partition", "copied", "resumed from"],
+            [(p, n, report.resumed_from.get(p, "")) for p, n in sorted(report.copied.items())],
+        )
+    return 0
+
+
+def cmd_schemas(args: argparse.Namespace, config: StoreConfig, aggregate: Aggregate[Any]) -> int:
+    serde = _serde(config, aggregate)
+    if args.action == "register":
+        reports = register_all(serde)
+    elif args.action == "check":
+        reports = register_all(serde, dry_run=True)
+    else:
+        rows = []
+        for record_type in sorted(serde.catalog.texts):
+            latest = serde.registry.latest(serde.subject(record_type))
+            rows.append(
+                (
+                    serde.subject(record_type),
+                    record_type,
+                    latest.version if latest else "-",
+                    latest.schema_id if latest else "-",
+                )
+            )
+        if args.json:
+            print(
+                json.dumps(
+                    [
+                        dict(zip(("subject", "record_type", "version", "schema_id"), r, strict=True))
+                        for r in rows
+                    ]
+                )
+            )
+        else:
+            _table("schemas", ["subject", "record type", "version", "id"], rows)
+        return 0
+    if args.json:
+        print(json.dumps([asdict(r) for r in reports]))
+    else:
+        _table(
+            f"schemas ({args.action})",
+            ["subject", "status", "version", "id"],
+            [(r.subject, r.status, r.version, r.schema_id) for r in reports],
+        )
+    return 0
+
+
+COMMANDS = {
+    "init": cmd_init,
+    "processor": cmd_processor,
+    "execute": cmd_execute,
+    "read": cmd_read,
+    "subscribe": cmd_subscribe,
+    "replay": cmd_replay,
+    "schemas": cmd_schemas,
+}
+
+
+def exit_code(exc: BaseException) -> int:
+    for cls, code in EXIT.items():
+        if isinstance(exc, cls):
+            return code
+    return 7 if isinstance(exc, errors.EventStoreError) else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr)
+    try:
+        config = _config(args)
+        aggregate = load_aggregate(args.aggregate)
+        return COMMANDS[args.cmd](args, config, aggregate)
+    except (errors.EventStoreError, BadStartPosition, ConfigError) as exc:
+        if args.json:
+            print(json.dumps({"error": type(exc).__name__, "message": str(exc), **_details(exc)}))
+        err.print(f"[red]{type(exc).__name__}[/]: {exc}")
+        return exit_code(exc)
+
+
+def _details(exc: BaseException) -> dict[str, Any]:
+    keys = (
+        "field",
+        "reason",
+        "stream_id",
+        "expected",
+        "actual",
+        "command_id",
+        "may_have_been_applied",
+        "topic",
+        "partition",
+        "offset",
+    )
+    return {k: getattr(exc, k) for k in keys if hasattr(exc, k)}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""The caller's side: send commands and await their outcomes; read streams; subscribe to events.
+
+- `execute` sends a command to the command topic (keyed and partitioned by stream id) and waits for the
+  reply with the same command id on this client's reply partition (one reply consumer per client,
+  read_committed, positioned before the first command is sent so no reply can be missed).
+- Errors say whether the command may have been applied (`OutcomeUnknown.may_have_been_applied`); a
+  retry with the same command id is always safe: the processor returns the first outcome.
+- `WrongExpectedVersion`, the aggregate's typed `DomainError`s and `CommandRejected` are raised from
+  the outcome; `SchemaViolation` is raised before anything is sent.
+Not thread-safe: use one client per thread or process.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from eventstore.aggregate import Aggregate, type_name
+from eventstore.config import StoreConfig
+from eventstore.decision import StreamState
+from eventstore.envelope import CommandEnvelope, EventEnvelope, Outcome
+from eventstore.errors import CommandRejected, OutcomeUnknown, WrongExpectedVersion
+from eventstore.kafkaio import end_offsets, reader, take
+from eventstore.reading import EventReader
+from eventstore.serde import Serde
+from eventstore.topics import partition_for
+from kafkakit.positions import StartPosition
+
+S = TypeVar("S")
+
+# Delivery errors after which the command certainly never reached the log.
+NEVER_WRITTEN = {
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError.MSG_SIZE_TOO_LARGE,
+    KafkaError._MSG_TIMED_OUT_NOT_SENT if hasattr(KafkaError, "_MSG_TIMED_OUT_NOT_SENT") else -1,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.INVALID_RECORD,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pending:
+    command_id: str
+    stream_id: str
+
+
+class EventStoreClient(Generic[S]):
+    def __init__(
+        self,
+        config: StoreConfig,
+        aggregate: Aggregate[S],
+        serde: Serde,
+        *,
+        reply_partition: int | None = None,
+    ) -> None:
+        self.config = config
+        self.aggregate = aggregate
+        self.serde = serde
+        self.reply_partition = (
+            random.randrange(config.partitions) if reply_partition is None else reply_partition
+        )
+        self._producer = Producer(
+            {
+                "bootstrap.servers": config.bootstrap_servers,
+                "enable.idempotence": True,
+                "linger.ms": 1,
+                "message.timeout.ms": max(1000, int(config.reply_timeout_s * 1000)),
+            }
+        )
+        self._delivery_errors: dict[str, KafkaError] = {}
+        self._replies = reader(config.bootstrap_servers)
+        try:
+            _, hi = end_offsets(self._replies, config.replies_topic, self.reply_partition, timeout=10)
+        except KafkaException as exc:
+            raise OutcomeUnknown(
+                f"Kafka at {config.bootstrap_servers} is unreachable ({exc}); nothing was sent",
+                command_id="",
+                may_have_been_applied=False,
+            ) from exc
+        self._replies.assign([TopicPartition(config.replies_topic, self.reply_partition, hi)])
+        self._arrived: dict[str, Outcome] = {}
+        self._events = EventReader(config, aggregate, serde)
+
+    def close(self) -> None:
+        self._producer.flush(5)
+        self._replies.close()
+        self._events.close()
+
+    def __enter__(self) -> EventStoreClient[S]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- commands --------------------------------------------------------------------------------
+
+    def send(
+        self,
+        command: Any,
+        *,
+        expected_version: int | None = None,
+        command_id: str | None = None,
+        stream_id: str | None = None,
+        correlation_id: str = "",
+        causation_id: str = "",
+    ) -> Pending:
+        """Validate and send; raises SchemaViolation before anything leaves the process."""
+        envelope = CommandEnvelope(
+            command_id=command_id or str(uuid.uuid4()),
+            stream_id=stream_id or self.aggregate.stream_id(command),
+            command_type=type_name(type(command)),
+            command=command,
+            expected_version=expected_version,
+            correlation_id=correlation_id,
+            causation_id=causation_id,
+            reply_partition=self.reply_partition,
+            timestamp_ms=int(time.time() * 1000),
+        )
+        key, value, headers = self.serde.command_value(envelope)
+        partition = partition_for(envelope.stream_id, self.config.partitions)
+        cid = envelope.command_id
+
+        def delivered(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None:
+                self._delivery_errors[cid] = err
+
+        self._producer.produce(
+            self.config.commands_topic,
+            value=value,
+            key=key,
+            partition=partition,
+            headers=headers,
+            on_delivery=delivered,
+        )
+        self._producer.poll(0)
+        return Pending(command_id=cid, stream_id=envelope.stream_id)
+
+    def wait(self, pending: Iterable[Pending], timeout: float | None = None) -> dict[str, Outcome]:
+        """Outcomes by command id; raises OutcomeUnknown for the first command without one."""
+        wanted = {p.command_id for p in pending}
+        timeout = self.config.reply_timeout_s if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        left = self._producer.flush(timeout)
+        for cid in sorted(wanted):
+            err = self._delivery_errors.pop(cid, None)
+            if err is not None:
+                never = err.code() in NEVER_WRITTEN
+                raise OutcomeUnknown(
+                    f"command {cid} was not confirmed by Kafka ({err}); "
+                    + ("it was NOT applied" if never else "it MAY have been applied")
+                    + " — retry with the same command id, which is safe",
+                    command_id=cid,
+                    may_have_been_applied=not never,
+                )
+        while not wanted <= self._arrived.keys():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                missing = sorted(wanted - self._arrived.keys())
+                raise OutcomeUnknown(
+                    f"no reply for command(s) {missing[:3]} within {timeout}s ({left} still queued "
+                    "locally); the command is in the log and MAY have been applied or will be once a "
+                    "processor runs — retry with the same command id, which is safe",
+                    command_id=missing[0],
+                    may_have_been_applied=True,
+                )
+            for msg in take(self._replies, 500, timeout=min(0.5, remaining)):
+                if msg.error() is None and msg.key() is not None:
+                    self._arrived[msg.key().decode()] = self.serde.read_outcome(msg.value() or b"")  # type: ignore[union-attr]
+        return {cid: self._arrived.pop(cid) for cid in wanted}
+
+    def execute(
+        self,
+        command: Any,
+        *,
+        expected_version: int | None = None,
+        command_id: str | None = None,
+        stream_id: str | None = None,
+        timeout: float | None = None,
+    ) -> Outcome:
+        """Send, await, and raise the typed error of a refused command."""
+        pending = self.send(
+            command, expected_version=expected_version, command_id=command_id, stream_id=stream_id
+        )
+        return self.raise_for(self.wait([pending], timeout)[pending.command_id])
+
+    def raise_for(self, outcome: Outcome) -> Outcome:
+        if outcome.status == "ok":
+            return outcome
+        if outcome.status == "conflict":
+            raise WrongExpectedVersion(
+                outcome.message,
+                stream_id=outcome.stream_id,
+                expected=outcome.expected_version,
+                actual=outcome.last_version,
+            )
+        if outcome.status == "rejected":
+            raise self.aggregate.domain_error(outcome.error_code)(outcome.message)
+        raise CommandRejected(f"command {outcome.command_id} was refused: {outcome.message}")
+
+    # --- reads -----------------------------------------------------------------------------------
+
+    def read_stream(self, stream_id: str) -> list[EventEnvelope]:
+        return self._events.read_stream(stream_id)
+
+    def load(self, stream_id: str) -> StreamState[S]:
+        return self._events.load(stream_id)
+
+    def subscribe(
+        self, start: StartPosition, *, until_end: bool = False, idle_timeout: float | None = None
+    ) -> Iterator[EventEnvelope]:
+        return self._events.subscribe(start, until_end=until_end, idle_timeout=idle_timeout)

@@ -1,0 +1,94 @@
+"""Frozen settings for one event store; `from_env` is the only place the environment is read.
+
+Precedence: CLI flags (`with_overrides`) > environment > defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from eventstore.errors import EventStoreError
+from kafkakit.settings import Endpoints
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreConfig:
+    """`name` prefixes the store's topics (`<name>.events`, ...) and registry subjects (`<name>-<type>`)."""
+
+    name: str = "orders"
+    bootstrap_servers: str = Endpoints().kafka_bootstrap_servers
+    schema_registry_url: str = Endpoints().schema_registry_url
+    partitions: int = 6
+    snapshot_every: int = 50
+    transaction_timeout_ms: int = 60_000
+    reply_timeout_s: float = 30.0
+    dlq_topic: str | None = None
+
+    def __post_init__(self) -> None:
+        if not NAME.match(self.name):
+            raise EventStoreError(
+                f"store name {self.name!r} is not a valid topic prefix; use letters, digits, '.', '_', '-'"
+            )
+        if self.partitions < 1 or self.snapshot_every < 0:
+            raise EventStoreError("partitions must be >= 1 and snapshot_every >= 0 (0 disables snapshots)")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> StoreConfig:
+        env = os.environ if environ is None else environ
+        endpoints = Endpoints.from_env(env)
+        found: dict[str, Any] = {
+            "bootstrap_servers": endpoints.kafka_bootstrap_servers,
+            "schema_registry_url": endpoints.schema_registry_url,
+        }
+        for attr, name, kind in (
+            ("name", "EVENTSTORE_NAME", str),
+            ("partitions", "EVENTSTORE_PARTITIONS", int),
+            ("snapshot_every", "EVENTSTORE_SNAPSHOT_EVERY", int),
+            ("transaction_timeout_ms", "EVENTSTORE_TRANSACTION_TIMEOUT_MS", int),
+            ("reply_timeout_s", "EVENTSTORE_REPLY_TIMEOUT_S", float),
+            ("dlq_topic", "EVENTSTORE_DLQ_TOPIC", str),
+        ):
+            if env.get(name):
+                try:
+                    found[attr] = kind(env[name])
+                except ValueError:
+                    raise EventStoreError(f"{name}={env[name]!r} is not a valid {kind.__name__}") from None
+        return cls(**found)
+
+    def with_overrides(self, **flags: Any) -> StoreConfig:
+        """Apply CLI flags (None = not given) over env and defaults."""
+        known = {f.name for f in fields(self)}
+        unknown = set(flags) - known
+        if unknown:
+            raise EventStoreError(f"unknown store setting(s) {sorted(unknown)}; known: {sorted(known)}")
+        return replace(self, **{k: v for k, v in flags.items() if v is not None})
+
+    @property
+    def events_topic(self) -> str:
+        return f"{self.name}.events"
+
+    @property
+    def commands_topic(self) -> str:
+        return f"{self.name}.commands"
+
+    @property
+    def replies_topic(self) -> str:
+        return f"{self.name}.replies"
+
+    @property
+    def outcomes_topic(self) -> str:
+        return f"{self.name}.outcomes"
+
+    @property
+    def snapshots_topic(self) -> str:
+        return f"{self.name}.snapshots"
+
+    @property
+    def processor_group(self) -> str:
+        return f"{self.name}.processor"

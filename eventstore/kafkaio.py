@@ -1,0 +1,116 @@
+"""Small Kafka helpers shared by the processor, the client and replay (the imperative shell).
+
+All readers use `isolation.level=read_committed`: aborted transactions (e.g. of a processor killed with
+kill -9) are never seen. Reading "to the end" means up to the high watermark captured at the start; a
+read_committed consumer's position moves past aborted records and transaction markers, so position is
+compared, not the offsets of the records delivered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+
+from eventstore.errors import EventStoreError
+from kafkakit.positions import StartPosition, resolve
+
+READ_COMMITTED = {"isolation.level": "read_committed", "enable.auto.commit": False}
+
+
+def reader(bootstrap: str, **extra: Any) -> Consumer:
+    """A group-less consumer for assign()-based reads."""
+    config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": "eventstore-reader",  # required by the client; never used to commit
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        **READ_COMMITTED,
+        **extra,
+    }
+    return Consumer(config)
+
+
+def take(consumer: Consumer, limit: int, timeout: float) -> list[Message]:
+    """Up to `limit` records: waits at most `timeout` for the first, then takes only what is ready.
+
+    (`consume(limit, timeout)` alone waits the full timeout whenever fewer than `limit` are ready.)
+    """
+    first = consumer.consume(1, timeout=timeout)
+    if not first or limit <= 1:
+        return first
+    return first + consumer.consume(limit - 1, timeout=0)
+
+
+def end_offsets(consumer: Consumer, topic: str, partition: int, timeout: float = 10.0) -> tuple[int, int]:
+    lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout, cached=False)
+    return int(lo), int(hi)
+
+
+def read_range(
+    consumer: Consumer, topic: str, partition: int, start: int, end: int, *, timeout: float = 60.0
+) -> Iterator[Message]:
+    """Committed records of one partition in [start, end), in offset order."""
+    if start >= end:
+        return
+    consumer.assign([TopicPartition(topic, partition, start)])
+    deadline = time.monotonic() + timeout
+    probe = [TopicPartition(topic, partition)]
+    try:
+        while True:
+            msg = consumer.poll(0.2)
+            if msg is not None:
+                err = msg.error()
+                if err is None:
+                    if msg.offset() >= end:  # type: ignore[operator]
+                        return
+                    yield msg
+                elif err.code() != KafkaError._PARTITION_EOF:
+                    raise EventStoreError(f"reading {topic}[{partition}] failed: {err}")
+            if consumer.position(probe)[0].offset >= end:
+                return
+            if time.monotonic() > deadline:
+                raise EventStoreError(
+                    f"reading {topic}[{partition}] to offset {end} took over {timeout}s; an open "
+                    "transaction may be blocking read_committed readers — it clears within "
+                    "transaction.timeout.ms, then retry"
+                )
+    finally:
+        with contextlib.suppress(RuntimeError):  # the consumer may be closed before the generator is
+            consumer.unassign()
+
+
+def read_to_end(
+    consumer: Consumer, topic: str, partition: int, *, timeout: float = 60.0
+) -> Iterator[Message]:
+    lo, hi = end_offsets(consumer, topic, partition)
+    yield from read_range(consumer, topic, partition, lo, hi, timeout=timeout)
+
+
+def concrete_ranges(
+    consumer: Consumer, topic: str, start: StartPosition, until: dict[int, int] | None = None
+) -> dict[int, tuple[int, int]]:
+    """partition -> [first, end) with symbolic start offsets resolved against the log's bounds.
+
+    `end` is `until[partition]` (capped at the log end) or the log end now; with `until`, only the
+    partitions it names are included.
+    """
+    ranges = {}
+    for tp in resolve(consumer, topic, start):
+        if until is not None and tp.partition not in until:
+            continue
+        lo, hi = end_offsets(consumer, topic, tp.partition)
+        first = lo if tp.offset == OFFSET_BEGINNING else (hi if tp.offset < 0 else tp.offset)
+        end = hi if until is None else min(until[tp.partition], hi)
+        ranges[tp.partition] = (first, max(first, end))
+    return ranges
+
+
+def partitions_of(consumer: Consumer, topic: str, timeout: float = 10.0) -> list[int]:
+    meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+    if meta is None or meta.error is not None or not meta.partitions:
+        raise EventStoreError(f"topic {topic!r} does not exist; run `eventstore init` first")
+    return sorted(meta.partitions)

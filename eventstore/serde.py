@@ -1,0 +1,281 @@
+"""The only place records are encoded and decoded.
+
+Values use the Confluent wire format: magic byte 0, a 4-byte big-endian schema id, then the Avro body
+(schemaless). Writer schemas are fetched from the registry by id; reader schemas are this package's
+.avsc files, so Avro schema resolution upgrades old records (e.g. a field added with a default).
+Metadata travels in headers (UTF-8 strings) so tools can route without decoding the body.
+Decoding failures name topic/partition/offset and never drop a record silently.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from fastavro import schemaless_reader, schemaless_writer
+from fastavro.validation import ValidationError, validate
+
+from eventstore.aggregate import Aggregate, schema_version, type_name
+from eventstore.envelope import ANY_VERSION, CommandEnvelope, EventEnvelope, Outcome, Position, Snapshot
+from eventstore.errors import RegistryUnavailable, SchemaNotFound, SchemaViolation, UndecodableRecord
+from eventstore.records import from_record, to_record
+from eventstore.registry import Registry
+from eventstore.schemas import OUTCOME, Catalog, parse_text
+
+MAGIC = 0
+HEADER_SIZE = 5
+
+H_TYPE = "event-type"
+H_COMMAND_TYPE = "command-type"
+H_STREAM = "stream-id"
+H_VERSION = "stream-version"
+H_SCHEMA_VERSION = "schema-version"
+H_COMMAND_ID = "command-id"
+H_CORRELATION = "correlation-id"
+H_CAUSATION = "causation-id"
+H_TIMESTAMP = "timestamp"
+H_EXPECTED = "expected-version"
+H_REPLY_PARTITION = "reply-partition"
+
+Headers = list[tuple[str, str | bytes | None]]
+# What confluent-kafka hands back from Message.headers().
+RawHeaders = dict[str, str | bytes | None] | Sequence[tuple[str, str | bytes | None]] | None
+
+
+def frame(schema_id: int, body: bytes) -> bytes:
+    return struct.pack(">bI", MAGIC, schema_id) + body
+
+
+def unframe(value: bytes) -> tuple[int, bytes]:
+    if len(value) < HEADER_SIZE or value[0] != MAGIC:
+        raise ValueError("value does not start with the Confluent magic byte 0 and a 4-byte schema id")
+    return struct.unpack(">I", value[1:HEADER_SIZE])[0], value[HEADER_SIZE:]
+
+
+def header_map(headers: RawHeaders) -> dict[str, str]:
+    """Last value wins; values are UTF-8 (undecodable bytes are shown escaped, never lost)."""
+    pairs = headers.items() if isinstance(headers, dict) else headers or ()
+    return {k: _text(v) for k, v in pairs}
+
+
+def _text(value: str | bytes | None) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    return value or ""
+
+
+def _headers(pairs: dict[str, str | int]) -> Headers:
+    return [(k, str(v).encode()) for k, v in pairs.items()]
+
+
+def raw_pairs(headers: RawHeaders) -> Headers:
+    """Headers exactly as received (order and bytes kept), as a list for re-producing."""
+    return list(headers.items()) if isinstance(headers, dict) else list(headers or ())
+
+
+def _violation(record_type: str, exc: ValidationError) -> SchemaViolation:
+    first = str(exc.args[0] if exc.args else exc).strip('[] \n"')
+    first = first.splitlines()[0].strip().strip('",') if first else str(exc)
+    found = re.match(r"Field\((?P<a>[^)]*)\)|(?P<b>\S+) is ", first)
+    path = (found.group("a") or found.group("b")) if found else "?"
+    field = path.rsplit(".", 1)[-1]
+    return SchemaViolation(
+        f"{record_type} is invalid: field {field!r}: {first}; fix the value to match the schema",
+        field=field,
+        reason=first,
+    )
+
+
+class Serde:
+    """Encodes and decodes one store's records against its catalog and a registry."""
+
+    def __init__(self, aggregate: Aggregate[Any], registry: Registry, *, subject_prefix: str) -> None:
+        self.aggregate = aggregate
+        self.registry = registry
+        self.catalog = Catalog.for_aggregate(aggregate)
+        self.subject_prefix = subject_prefix
+        self._ids: dict[str, int] = {}
+        self._readers: dict[str, Any] = {}
+        self._writers: dict[int, Any] = {}
+
+    def subject(self, record_type: str) -> str:
+        return f"{self.subject_prefix}-{record_type}"
+
+    # --- raw Avro --------------------------------------------------------------------------------
+
+    def schema_id(self, record_type: str) -> int:
+        if record_type not in self._ids:
+            self._ids[record_type] = self.registry.register(
+                self.subject(record_type), self.catalog.text(record_type)
+            )
+        return self._ids[record_type]
+
+    def _reader(self, record_type: str) -> Any:
+        if record_type not in self._readers:
+            self._readers[record_type] = self.catalog.parsed(record_type)
+        return self._readers[record_type]
+
+    def _writer(self, schema_id: int) -> Any:
+        if schema_id not in self._writers:
+            self._writers[schema_id] = parse_text(self.registry.schema_text(schema_id))
+        return self._writers[schema_id]
+
+    def validate(self, record_type: str, data: dict[str, Any]) -> None:
+        """Raise SchemaViolation naming the field and reason when `data` breaks the schema."""
+        try:
+            validate(data, self._reader(record_type), raise_errors=True, strict=True)
+        except ValidationError as exc:
+            raise _violation(record_type, exc) from None
+
+    def encode(self, record_type: str, data: dict[str, Any]) -> bytes:
+        self.validate(record_type, data)
+        buf = io.BytesIO()
+        schemaless_writer(buf, self._reader(record_type), data)
+        return frame(self.schema_id(record_type), buf.getvalue())
+
+    def decode(self, value: bytes, record_type: str | None = None) -> tuple[int, dict[str, Any]]:
+        """(schema id, record) read with the local schema of `record_type` when given (resolution)."""
+        schema_id, body = unframe(value)
+        writer = self._writer(schema_id)
+        reader = self._reader(record_type) if record_type is not None else None
+        record: dict[str, Any] = schemaless_reader(io.BytesIO(body), writer, reader)  # type: ignore[assignment]
+        return schema_id, record
+
+    def _decode_as(self, record_type: str, value: bytes) -> tuple[int, Any]:
+        cls = self.aggregate.record_class(record_type)
+        if cls is None:
+            raise SchemaNotFound(
+                f"unknown record type {record_type!r}; this aggregate knows {list(self.aggregate.record_types())}"
+            )
+        schema_id, data = self.decode(value, record_type)
+        return schema_id, from_record(cls, data)
+
+    # --- events ----------------------------------------------------------------------------------
+
+    def event_value(self, envelope: EventEnvelope) -> tuple[bytes, bytes, Headers]:
+        record_type = type_name(type(envelope.event))
+        value = self.encode(record_type, to_record(envelope.event))
+        headers = _headers(
+            {
+                H_TYPE: record_type,
+                H_STREAM: envelope.stream_id,
+                H_VERSION: envelope.version,
+                H_SCHEMA_VERSION: schema_version(type(envelope.event)),
+                H_COMMAND_ID: envelope.command_id,
+                H_CORRELATION: envelope.correlation_id,
+                H_CAUSATION: envelope.causation_id,
+                H_TIMESTAMP: envelope.timestamp_ms,
+            }
+        )
+        return envelope.stream_id.encode(), value, headers
+
+    def read_event(self, position: Position, value: bytes | None, headers: RawHeaders) -> EventEnvelope:
+        h = header_map(headers)
+        try:
+            record_type = h[H_TYPE]
+            schema_id, event = self._decode_as(record_type, value or b"")
+            return EventEnvelope(
+                stream_id=h[H_STREAM],
+                version=int(h[H_VERSION]),
+                event_type=record_type,
+                schema_version=int(h.get(H_SCHEMA_VERSION, "1")),
+                event=event,
+                command_id=h.get(H_COMMAND_ID, ""),
+                correlation_id=h.get(H_CORRELATION, ""),
+                causation_id=h.get(H_CAUSATION, ""),
+                timestamp_ms=int(h.get(H_TIMESTAMP, "0")),
+                schema_id=schema_id,
+                position=position,
+            )
+        except RegistryUnavailable:
+            raise  # the registry is down: retry later, the record itself may be fine
+        except Exception as exc:  # any failure on stored bytes is reported with its position
+            raise UndecodableRecord(
+                f"cannot decode event at {position} (type {h.get(H_TYPE)!r}): {type(exc).__name__}: {exc}; "
+                "deploy code that knows this event type/schema, or configure a dead-letter topic",
+                topic=position.topic,
+                partition=position.partition,
+                offset=position.offset,
+            ) from exc
+
+    # --- commands --------------------------------------------------------------------------------
+
+    def command_value(self, envelope: CommandEnvelope) -> tuple[bytes, bytes, Headers]:
+        value = self.encode(envelope.command_type, to_record(envelope.command))
+        expected = ANY_VERSION if envelope.expected_version is None else envelope.expected_version
+        headers = _headers(
+            {
+                H_COMMAND_TYPE: envelope.command_type,
+                H_COMMAND_ID: envelope.command_id,
+                H_STREAM: envelope.stream_id,
+                H_EXPECTED: expected,
+                H_CORRELATION: envelope.correlation_id,
+                H_CAUSATION: envelope.causation_id,
+                H_REPLY_PARTITION: envelope.reply_partition,
+                H_TIMESTAMP: envelope.timestamp_ms,
+            }
+        )
+        return envelope.stream_id.encode(), value, headers
+
+    def read_command_headers(self, headers: RawHeaders) -> dict[str, str]:
+        return header_map(headers)
+
+    def read_command(self, value: bytes | None, headers: RawHeaders) -> CommandEnvelope:
+        """Raises KeyError/ValueError/SchemaNotFound for unreadable commands (the processor replies 'invalid')."""
+        h = header_map(headers)
+        _, command = self._decode_as(h[H_COMMAND_TYPE], value or b"")
+        expected = int(h[H_EXPECTED])
+        return CommandEnvelope(
+            command_id=h[H_COMMAND_ID],
+            stream_id=h[H_STREAM],
+            command_type=h[H_COMMAND_TYPE],
+            command=command,
+            expected_version=None if expected == ANY_VERSION else expected,
+            correlation_id=h.get(H_CORRELATION, ""),
+            causation_id=h.get(H_CAUSATION, ""),
+            reply_partition=int(h.get(H_REPLY_PARTITION, "0")),
+            timestamp_ms=int(h.get(H_TIMESTAMP, "0")),
+        )
+
+    # --- outcomes and snapshots ------------------------------------------------------------------
+
+    def outcome_value(self, outcome: Outcome) -> bytes:
+        return self.encode(OUTCOME, to_record(outcome))
+
+    def read_outcome(self, value: bytes) -> Outcome:
+        _, data = self.decode(value, OUTCOME)
+        return from_record(Outcome, data)
+
+    def snapshot_value(self, snapshot: Snapshot) -> tuple[bytes, bytes, Headers]:
+        record_type = type_name(type(snapshot.state))
+        value = self.encode(record_type, to_record(snapshot.state))
+        headers = _headers({H_TYPE: record_type, H_STREAM: snapshot.stream_id, H_VERSION: snapshot.version})
+        return snapshot.stream_id.encode(), value, headers
+
+    def read_snapshot(self, value: bytes, headers: RawHeaders) -> Snapshot:
+        h = header_map(headers)
+        _, state = self._decode_as(h[H_TYPE], value)
+        return Snapshot(stream_id=h[H_STREAM], version=int(h[H_VERSION]), state=state)
+
+    # --- any topic (replay to stdout) --------------------------------------------------------------
+
+    def any_value(self, value: bytes | None) -> Any:
+        """Avro (via registry, writer schema only) when framed; otherwise JSON; otherwise text."""
+        return decode_any(self.registry, value, self._writer)
+
+
+def decode_any(registry: Registry | None, value: bytes | None, writer_for: Any = None) -> Any:
+    if value is None:
+        return None
+    if len(value) >= HEADER_SIZE and value[0] == MAGIC and (registry is not None or writer_for):
+        schema_id, body = unframe(value)
+        writer = writer_for(schema_id) if writer_for else parse_text(registry.schema_text(schema_id))  # type: ignore[union-attr]
+        return schemaless_reader(io.BytesIO(body), writer, None)
+    try:
+        return json.loads(value)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return {"$bytes": value.hex()}

@@ -1,0 +1,81 @@
+"""Factory fixtures for event store integration tests: a fresh store (unique topics and subjects) per
+test, command processors as subprocesses we own (so tests may kill -9 them), and clients."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from es_helpers import cli_env, serde_for
+
+from eventstore.client import EventStoreClient
+from eventstore.config import StoreConfig
+from eventstore.examples.order import ORDER
+from eventstore.registration import register_all
+from eventstore.topics import ensure_topics
+
+TXN_TIMEOUT_MS = 10_000
+
+
+@pytest.fixture
+def store(stack: Any) -> StoreConfig:
+    config = StoreConfig(
+        name=f"es-it-{uuid.uuid4().hex[:8]}",
+        bootstrap_servers=stack.kafka_bootstrap_servers,
+        schema_registry_url=stack.schema_registry_url,
+        partitions=3,
+        snapshot_every=5,
+        transaction_timeout_ms=TXN_TIMEOUT_MS,
+        reply_timeout_s=60,
+    )
+    ensure_topics(config)
+    register_all(serde_for(config))
+    return config
+
+
+@pytest.fixture
+def start_processor(store: StoreConfig, tmp_path: Any) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """Start `eventstore processor` subprocesses; every one still running is stopped at teardown."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(instance_id: str = "p0", batch_size: int = 50) -> subprocess.Popen[bytes]:
+        log = open(tmp_path / f"processor-{instance_id}-{len(started)}.log", "wb")  # noqa: SIM115
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "eventstore.cli",
+                "processor",
+                "-v",
+                "--instance-id",
+                instance_id,
+                "--batch-size",
+                str(batch_size),
+            ],
+            env=cli_env(store),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+@pytest.fixture
+def client(store: StoreConfig) -> Iterator[EventStoreClient[Any]]:
+    with EventStoreClient(store, ORDER, serde_for(store)) as c:
+        yield c

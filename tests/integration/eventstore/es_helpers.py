@@ -1,0 +1,72 @@
+"""Helpers shared by the event store integration tests (imported by conftest and tests)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from eventstore.config import StoreConfig
+from eventstore.examples.order import ORDER
+from eventstore.registry import HttpRegistry
+from eventstore.serde import Serde
+
+
+def serde_for(config: StoreConfig, aggregate: Any = ORDER) -> Serde:
+    return Serde(aggregate, HttpRegistry(config.schema_registry_url), subject_prefix=config.name)
+
+
+def cli_env(config: StoreConfig) -> dict[str, str]:
+    return {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": config.bootstrap_servers,
+        "SCHEMA_REGISTRY_URL": config.schema_registry_url,
+        "EVENTSTORE_NAME": config.name,
+        "EVENTSTORE_PARTITIONS": str(config.partitions),
+        "EVENTSTORE_SNAPSHOT_EVERY": str(config.snapshot_every),
+        "EVENTSTORE_TRANSACTION_TIMEOUT_MS": str(config.transaction_timeout_ms),
+    }
+
+
+def contention_worker(args: tuple[StoreConfig, int, int, tuple[str, ...], int]) -> list[dict[str, Any]]:
+    """One writer process: `n` commands with expected versions on shared streams; returns every outcome."""
+    import random
+
+    from eventstore.client import EventStoreClient
+    from eventstore.examples import order as o
+
+    config, worker, n, streams, seed = args
+    rng = random.Random(seed)
+    guess = dict.fromkeys(streams, 1)  # the test created every stream (version 1) beforehand
+    mine: dict[str, list[str]] = {s: [] for s in streams}
+    results = []
+    with EventStoreClient(
+        config, ORDER, serde_for(config), reply_partition=worker % config.partitions
+    ) as client:
+        for i in range(n):
+            stream = rng.choice(streams)
+            order_id = stream.removeprefix("order-")
+            remove = bool(mine[stream]) and rng.random() < 0.5
+            sku = mine[stream][-1] if remove else f"w{worker}-{i}"
+            command: Any = (
+                o.RemoveLine(order_id=order_id, sku=sku)
+                if remove
+                else o.AddLine(order_id=order_id, sku=sku, quantity=1, unit_price_cents=1)
+            )
+            pending = client.send(command, expected_version=guess[stream], command_id=f"w{worker}-{i}")
+            outcome = client.wait([pending], timeout=120)[pending.command_id]
+            if outcome.status in ("ok", "conflict"):
+                guess[stream] = outcome.last_version
+            if outcome.status == "ok":
+                mine[stream].remove(sku) if remove else mine[stream].append(sku)
+            results.append(
+                {
+                    "command_id": outcome.command_id,
+                    "stream": stream,
+                    "status": outcome.status,
+                    "first": outcome.first_version,
+                    "last": outcome.last_version,
+                    "expected": outcome.expected_version,
+                    "sent_expected": guess[stream] if outcome.status == "ok" else None,
+                }
+            )
+    return results

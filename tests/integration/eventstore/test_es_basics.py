@@ -1,0 +1,214 @@
+"""Idempotent retries across restarts, bad input, timeouts, DLQ, schema evolution — on the real stack."""
+
+from __future__ import annotations
+
+import json
+import signal
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from confluent_kafka import Producer
+from es_helpers import serde_for
+
+from eventstore.client import EventStoreClient, Pending
+from eventstore.config import StoreConfig
+from eventstore.errors import (
+    CommandRejected,
+    OutcomeUnknown,
+    SchemaIncompatible,
+    SchemaViolation,
+    UndecodableRecord,
+    WrongExpectedVersion,
+)
+from eventstore.examples import order as o
+from eventstore.kafkaio import end_offsets, read_to_end
+from eventstore.kafkaio import reader as raw_reader
+from eventstore.reading import EventReader
+from eventstore.registration import register_all
+from eventstore.serde import header_map
+from eventstore.topics import ensure_topics, partition_for
+from kafkakit.positions import parse_start
+
+pytestmark = pytest.mark.integration
+
+
+def create(client: EventStoreClient[Any], order_id: str, **kw: Any) -> Any:
+    return client.execute(o.CreateOrder(order_id=order_id, customer_id="c"), **kw)
+
+
+def test_idempotent_retry_across_processor_restart(
+    store: StoreConfig, start_processor: Any, client: EventStoreClient[Any]
+) -> None:
+    first = start_processor("a")
+    create(client, "1", expected_version=0)
+    added = client.execute(
+        o.AddLine(order_id="1", sku="x", quantity=1, unit_price_cents=5), command_id="retry-me"
+    )
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(30) == 0  # SIGTERM: finish the transaction, exit cleanly
+    start_processor("b")  # a different instance must rebuild dedup memory from the outcomes topic
+    again = client.execute(
+        o.AddLine(order_id="1", sku="x", quantity=1, unit_price_cents=5), command_id="retry-me"
+    )
+    assert again == added
+    events = client.read_stream("order-1")
+    assert [e.version for e in events] == [1, 2]
+    assert [e.command_id for e in events].count("retry-me") == 1
+    # Versions go on from the rebuilt state, and expected versions are enforced after the move.
+    with pytest.raises(WrongExpectedVersion) as info:
+        client.execute(o.PlaceOrder(order_id="1"), expected_version=1)
+    assert info.value.actual == 2
+    assert client.execute(o.PlaceOrder(order_id="1"), expected_version=2).last_version == 3
+
+
+def test_schema_violation_and_domain_error_append_nothing(
+    store: StoreConfig, start_processor: Any, client: EventStoreClient[Any]
+) -> None:
+    start_processor()
+    with pytest.raises(SchemaViolation) as info:
+        client.execute(o.AddLine(order_id="1", sku="x", quantity="many", unit_price_cents=5))  # type: ignore[arg-type]
+    assert info.value.field == "quantity" and "expected int" in info.value.reason
+    with pytest.raises(o.OrderNotFound, match="does not exist"):
+        client.execute(o.AddLine(order_id="1", sku="x", quantity=1, unit_price_cents=5))
+    create(client, "1")
+    with pytest.raises(o.EmptyOrder):
+        client.execute(o.PlaceOrder(order_id="1"))
+    assert [e.event_type for e in client.read_stream("order-1")] == ["order.created"]
+
+
+def test_unreadable_command_is_refused_not_dropped(
+    store: StoreConfig, start_processor: Any, client: EventStoreClient[Any]
+) -> None:
+    start_processor()
+    stream = "order-9"
+    headers = [
+        ("command-type", b"order.create"),
+        ("command-id", b"garbage-1"),
+        ("stream-id", stream.encode()),
+        ("expected-version", b"-1"),
+        ("reply-partition", str(client.reply_partition).encode()),
+    ]
+    producer = Producer({"bootstrap.servers": store.bootstrap_servers})
+    producer.produce(
+        store.commands_topic,
+        value=b"\x00\x00\x00\x00\x01\xff",
+        key=stream.encode(),
+        partition=partition_for(stream, store.partitions),
+        headers=headers,
+    )
+    producer.flush(10)
+    outcome = client.wait([Pending(command_id="garbage-1", stream_id=stream)], timeout=60)["garbage-1"]
+    assert outcome.status == "invalid" and "unreadable command" in outcome.message
+    with pytest.raises(CommandRejected):
+        client.raise_for(outcome)
+    assert client.read_stream(stream) == []
+
+
+def test_timeout_says_maybe_applied_and_retry_is_safe(store: StoreConfig, start_processor: Any) -> None:
+    with EventStoreClient(replace(store, reply_timeout_s=3), o.ORDER, serde_for(store)) as client:
+        with pytest.raises(OutcomeUnknown) as info:  # no processor yet: the command waits in the log
+            create(client, "7", command_id="c-7")
+        assert info.value.may_have_been_applied and "same command id" in str(info.value)
+        start_processor()
+        outcome = create(client, "7", command_id="c-7", timeout=60)
+        assert outcome.status == "ok" and outcome.last_version == 1
+        assert [e.command_id for e in client.read_stream("order-7")] == ["c-7"]
+
+
+def test_broker_down_says_not_applied(store: StoreConfig) -> None:
+    down = replace(store, bootstrap_servers="127.0.0.1:1", reply_timeout_s=2)
+    with pytest.raises(OutcomeUnknown) as info:
+        EventStoreClient(down, o.ORDER, serde_for(store))
+    assert info.value.may_have_been_applied is False and "nothing was sent" in str(info.value)
+
+
+def test_unknown_event_type_is_named_or_dead_lettered(
+    store: StoreConfig, start_processor: Any, client: EventStoreClient[Any]
+) -> None:
+    start_processor()
+    create(client, "3")
+    stream = "order-3"
+    partition = partition_for(stream, store.partitions)
+    probe = raw_reader(store.bootstrap_servers)
+    bad_offset = end_offsets(probe, store.events_topic, partition)[1]
+    probe.close()
+    producer = Producer({"bootstrap.servers": store.bootstrap_servers})
+    headers = [("event-type", b"order.exploded"), ("stream-id", stream.encode()), ("stream-version", b"2")]
+    producer.produce(
+        store.events_topic,
+        value=b"\x00\x00\x00\x00\x01\x02",
+        key=stream.encode(),
+        partition=partition,
+        headers=headers,
+    )
+    producer.flush(10)
+    with pytest.raises(UndecodableRecord) as info:
+        client.read_stream(stream)
+    assert (info.value.topic, info.value.partition, info.value.offset) == (
+        store.events_topic,
+        partition,
+        bad_offset,
+    )
+    assert f"{store.events_topic}[{partition}]@{bad_offset}" in str(info.value)
+    dlq = f"{store.name}.dlq"
+    ensure_topics(replace(store, dlq_topic=dlq))
+    reader = EventReader(replace(store, dlq_topic=dlq), o.ORDER, serde_for(store))
+    seen = list(reader.subscribe(parse_start("earliest"), until_end=True))
+    reader.close()
+    assert [e.event_type for e in seen] == ["order.created"]
+    consumer = raw_reader(store.bootstrap_servers)
+    dead = [m for p in range(1) for m in read_to_end(consumer, dlq, p)]
+    consumer.close()
+    assert len(dead) == 1 and header_map(dead[0].headers())["dlq-offset"] == str(bad_offset)
+    assert dead[0].value() == b"\x00\x00\x00\x00\x01\x02"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OrderCreatedV2:
+    event_type: ClassVar[str] = "order.created"
+    schema_version: ClassVar[int] = 2
+    order_id: str
+    customer_id: str
+    channel: str | None = None
+
+
+def _evolved(tmp_path: Path, field: dict[str, Any]) -> Any:
+    folder = tmp_path / f"schemas-{len(list(tmp_path.iterdir()))}"
+    folder.mkdir()
+    for name in o.ORDER.record_types():
+        (folder / f"{name}.avsc").write_text(o.ORDER.schema_text(name))
+    doc = json.loads(o.ORDER.schema_text("order.created"))
+    doc["fields"].append(field)
+    (folder / "order.created.avsc").write_text(json.dumps(doc))
+    events = tuple(OrderCreatedV2 if c is o.OrderCreated else c for c in o.ORDER.event_types)
+    return replace(o.ORDER, schema_dir=folder, event_types=events)
+
+
+def test_schema_evolution(
+    store: StoreConfig, start_processor: Any, client: EventStoreClient[Any], tmp_path: Path
+) -> None:
+    start_processor()
+    create(client, "5")
+    subject = f"{store.name}-order.created"
+    before = serde_for(store).registry.latest(subject)
+    assert before is not None
+
+    incompatible = _evolved(tmp_path, {"name": "channel", "type": "string"})
+    with pytest.raises(SchemaIncompatible, match="channel") as info:
+        register_all(serde_for(store, incompatible))
+    assert info.value.field == "channel"
+    assert serde_for(store).registry.latest(subject) == before  # nothing registered
+
+    compatible = _evolved(tmp_path, {"name": "channel", "type": ["null", "string"], "default": None})
+    reports = {r.record_type: r for r in register_all(serde_for(store, compatible))}
+    assert (
+        reports["order.created"].status == "evolved"
+        and reports["order.created"].version == before.version + 1
+    )
+    new_reader = EventReader(store, compatible, serde_for(store, compatible))
+    old_event = new_reader.read_stream("order-5")[0]
+    new_reader.close()
+    assert old_event.event == OrderCreatedV2(order_id="5", customer_id="c", channel=None)
+    assert old_event.schema_id == before.schema_id  # written with v1, read with v2
