@@ -1,0 +1,106 @@
+"""Settings of a materializer run (frozen); `from_env` is the only place the environment is read.
+
+Precedence: CLI flags (`with_overrides`) > environment > defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from kafkakit.errors import ConfigError
+from kafkakit.settings import Endpoints
+
+ENV_HOME = "MATERIALIZERS_HOME"
+ENV_MASTER = "MATERIALIZERS_MASTER"
+ENV_TRIGGER = "MATERIALIZERS_TRIGGER"
+ENV_OPTIMIZE_EVERY = "MATERIALIZERS_OPTIMIZE_EVERY"
+ENV_FAILPOINT = "MATERIALIZERS_FAILPOINT"
+ENV_TOPIC = "MATERIALIZERS_TOPIC"
+ENV_DLQ_TOPIC = "MATERIALIZERS_DLQ_TOPIC"
+ENV_TABLE = "MATERIALIZERS_TABLE"
+ENV_REDIS_PREFIX = "MATERIALIZERS_REDIS_PREFIX"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunConfig:
+    """Where state lives and how a job runs.
+
+    `home` holds, per job: the Spark checkpoint, the Tantivy index, the Delta tables and the status
+    file. `failpoint` ("<step>:<marker path>") makes the driver touch the marker and block at that
+    step; it exists so tests can kill -9 a driver mid-batch deterministically, and is never set in
+    production.
+    """
+
+    endpoints: Endpoints = field(default_factory=Endpoints)
+    home: Path = Path(".materializers")
+    master: str = "local[2]"
+    trigger: str = "1 second"
+    optimize_every: int = 50
+    failpoint: str = ""
+    topic: str = ""  # input topic; "" = the materializer's default
+    dlq_topic: str = ""  # "" = <input topic>.dlq
+    table: str = ""  # Postgres table `verify` compares a CDC view with; "" = the default
+    redis_prefix: str = "mat"
+    checkpoint: str = ""  # "" = <home>/<name>/checkpoint
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> RunConfig:
+        env = os.environ if environ is None else environ
+        every = env.get(ENV_OPTIMIZE_EVERY, "50")
+        if not every.isdigit() or int(every) < 1:
+            raise ConfigError(f"{ENV_OPTIMIZE_EVERY}={every!r} must be a positive integer (batches)")
+        return cls(
+            endpoints=Endpoints.from_env(env),
+            home=Path(env.get(ENV_HOME) or ".materializers"),
+            master=env.get(ENV_MASTER) or "local[2]",
+            trigger=normalize_trigger(env.get(ENV_TRIGGER) or "1s"),
+            optimize_every=int(every),
+            failpoint=env.get(ENV_FAILPOINT, ""),
+            topic=env.get(ENV_TOPIC, ""),
+            dlq_topic=env.get(ENV_DLQ_TOPIC, ""),
+            table=env.get(ENV_TABLE, ""),
+            redis_prefix=env.get(ENV_REDIS_PREFIX) or "mat",
+        )
+
+    def with_overrides(self, **flags: str | None) -> RunConfig:
+        """CLI flags (None = not given) over env and defaults."""
+        given = {k: v for k, v in flags.items() if v is not None}
+        unknown = set(given) - {
+            "master",
+            "trigger",
+            "home",
+            "topic",
+            "dlq_topic",
+            "table",
+            "redis_prefix",
+            "checkpoint",
+        }
+        if unknown:
+            raise ConfigError(f"unknown run setting(s) {sorted(unknown)}")
+        if "trigger" in given:
+            given["trigger"] = normalize_trigger(given["trigger"])
+        home = given.pop("home", None)
+        updated = replace(self, **given)  # type: ignore[arg-type]
+        return replace(updated, home=Path(home)) if home else updated
+
+    def job_dir(self, name: str) -> Path:
+        return self.home / name
+
+
+_UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes"}
+
+
+def normalize_trigger(text: str) -> str:
+    """`1s`, `500ms`, `2m` or Spark's own `1 second` -> Spark's processingTime string."""
+    value = text.strip().lower()
+    for suffix in ("ms", "s", "m"):
+        number = value.removesuffix(suffix)
+        if value.endswith(suffix) and number.isdigit():
+            return f"{int(number)} {_UNITS[suffix]}"
+    parts = value.split()
+    if len(parts) == 2 and parts[0].isdigit() and parts[1].rstrip("s") in ("millisecond", "second", "minute"):
+        return value
+    raise ConfigError(f"trigger {text!r} not understood; write e.g. 1s, 500ms or 2m")

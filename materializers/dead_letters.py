@@ -1,0 +1,50 @@
+"""Dead letters: records a job cannot decode or apply go to a Kafka topic; the job keeps running.
+
+A dead letter keeps the original key and value bytes and carries headers `dlq-error`,
+`dlq-source-topic`, `dlq-source-partition`, `dlq-source-offset`, `dlq-materializer`, so it can be
+inspected and replayed. Delivery is at-least-once: a micro-batch re-run after a crash may write the
+same dead letter twice (the source coordinates identify duplicates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from materializers.views.redis_cache import Reject
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+H_ERROR = "dlq-error"
+H_TOPIC = "dlq-source-topic"
+H_PARTITION = "dlq-source-partition"
+H_OFFSET = "dlq-source-offset"
+H_MATERIALIZER = "dlq-materializer"
+REJECT_DDL = "topic string, partition int, offset long, key binary, value binary, error string"
+
+
+def rejects_frame(spark: SparkSession, rejects: Sequence[Reject]) -> DataFrame:
+    rows = [(t, p, o, k, v, e) for t, p, o, k, v, e in rejects]
+    return spark.createDataFrame(rows, REJECT_DDL)
+
+
+def write(errors: DataFrame, *, bootstrap: str, topic: str, materializer: str) -> None:
+    """Write error rows (key, value, topic, partition, offset, error) to the dead-letter topic."""
+    from pyspark.sql import functions as F
+
+    def h(name: str, col: Column) -> Column:
+        return F.struct(F.lit(name).alias("key"), col.cast("string").cast("binary").alias("value"))
+
+    out = errors.select(
+        "key",
+        "value",
+        F.array(
+            h(H_ERROR, F.col("error")),
+            h(H_TOPIC, F.col("topic")),
+            h(H_PARTITION, F.col("partition")),
+            h(H_OFFSET, F.col("offset")),
+            h(H_MATERIALIZER, F.lit(materializer)),
+        ).alias("headers"),
+    )
+    out.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", topic).save()

@@ -1,0 +1,32 @@
+"""Errors raised by the materializers package; all derive from `kafkakit.errors.ToolkitError`.
+
+Every message names what is wrong and what to do next.
+"""
+
+from __future__ import annotations
+
+from kafkakit.errors import ToolkitError
+
+
+class MaterializerError(ToolkitError):
+    """Root of the materializers package's errors."""
+
+
+class UnknownMaterializer(MaterializerError):
+    """The name given is not in the catalog."""
+
+
+class CheckpointMismatch(MaterializerError):
+    """A checkpoint directory belongs to a different materializer or query."""
+
+
+class ViewUnavailable(MaterializerError):
+    """A view's backing store (Redis, the index directory, the Delta path) cannot be reached."""
+
+
+class SourceUnavailable(MaterializerError):
+    """Kafka, the schema registry or Postgres cannot be reached or lacks a topic/table."""
+
+
+class JobNotRunning(MaterializerError):
+    """`stop`/`status` asked about a job that has no live driver."""

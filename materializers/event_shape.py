@@ -1,0 +1,85 @@
+"""The ONE place that knows how event-store records look on Kafka (align here when eventstore lands).
+
+Assumed shape (mirrors eventstore/serde.py as of this writing):
+- key   = the stream id, UTF-8;
+- value = Confluent wire format: magic byte 0, a 4-byte big-endian registry schema id, then the
+  schemaless Avro body written with that schema;
+- headers (UTF-8 strings): `event-type` (e.g. "order.line_added"), `stream-version` (1, 2, ... per
+  stream), `stream-id`; others are ignored here.
+The Spark side only uses the column expressions below; `encode_record` builds such a record in Python
+(for tests and for producing sample data before the event store is available).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+MAGIC = 0
+HEADER_SIZE = 5
+H_TYPE = "event-type"
+H_VERSION = "stream-version"
+H_STREAM = "stream-id"
+
+
+def encode_record(
+    *, stream_id: str, version: int, event_type: str, schema_id: int, schema: Any, data: Mapping[str, Any]
+) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
+    """(key, value, headers) exactly as the event store writes them; `schema` is a parsed fastavro schema."""
+    from fastavro import schemaless_writer
+
+    body = io.BytesIO()
+    schemaless_writer(body, schema, dict(data))
+    value = struct.pack(">bI", MAGIC, schema_id) + body.getvalue()
+    headers = [
+        (H_TYPE, event_type.encode()),
+        (H_VERSION, str(version).encode()),
+        (H_STREAM, stream_id.encode()),
+    ]
+    return stream_id.encode(), value, headers
+
+
+def header(name: str) -> Column:
+    """The UTF-8 value of Kafka header `name` (null if absent), from the source's `headers` column."""
+    from pyspark.sql import functions as F
+
+    found = F.filter(F.col("headers"), lambda h: h["key"] == F.lit(name))
+    return F.when(F.size(found) > 0, found.getItem(0)["value"].cast("string"))
+
+
+def stream_id() -> Column:
+    from pyspark.sql import functions as F
+
+    return F.col("key").cast("string")
+
+
+def stream_version() -> Column:
+    return header(H_VERSION).cast("long")
+
+
+def event_type() -> Column:
+    return header(H_TYPE)
+
+
+def has_wire_header() -> Column:
+    from pyspark.sql import functions as F
+
+    return (F.length("value") > HEADER_SIZE) & (F.substring("value", 1, 1) == F.lit(bytes([MAGIC])))
+
+
+def schema_id() -> Column:
+    """The 4-byte big-endian registry id after the magic byte, as a long."""
+    from pyspark.sql import functions as F
+
+    return F.conv(F.hex(F.substring("value", 2, 4)), 16, 10).cast("long")
+
+
+def avro_body() -> Column:
+    from pyspark.sql import functions as F
+
+    return F.expr(f"substring(value, {HEADER_SIZE + 1}, length(value) - {HEADER_SIZE})")

@@ -1,0 +1,306 @@
+"""Run one materializer as a Structured Streaming query on Spark's Kafka source.
+
+Guarantees: every view is idempotent per change (positions) and per micro-batch (batch id / Delta
+txn), so the at-least-once replays of Structured Streaming (a batch re-run after a crash, a restart
+from older offsets) leave every view as if each record was applied once.
+Order inside a micro-batch (`process_batch`), before Spark commits the batch to its checkpoint:
+1. decode in the JVM (from_json / from_avro) into changes + error rows;
+2. error rows -> dead-letter topic;
+3. Redis cache from executors (changes partitioned by entity, sorted by position); gaps -> dead letters;
+4. search index on the driver (latest change per entity, one commit with the batch marker);
+5. Delta history append + current MERGE (txn app id / version), OPTIMIZE every N batches.
+A crash anywhere in 1-5 re-runs the whole batch; each step skips what it already did.
+The app id (Delta txnAppId, search marker) is created with the checkpoint and stored beside it in
+`job.json`, which also pins the checkpoint to one materializer and topic.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kafkakit.positions import StartPosition
+from materializers import dead_letters, positions, status
+from materializers.avro_events import WriterSchemas
+from materializers.config import RunConfig
+from materializers.errors import CheckpointMismatch, SourceUnavailable
+from materializers.spec import Materializer
+from materializers.views.delta_warehouse import DeltaWarehouse
+from materializers.views.redis_cache import RedisCache
+from materializers.views.search_index import SearchChange, SearchIndex
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+log = logging.getLogger(__name__)
+IDENTITY_FILE = "job.json"
+REDIS_COLUMNS = (
+    "entity",
+    "position",
+    "op",
+    "set_fields",
+    "del_fields",
+    "src_topic",
+    "src_partition",
+    "src_offset",
+    "src_key",
+    "src_value",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobPlan:
+    """Everything a run needs, resolved from the spec and the run config (pure)."""
+
+    spec: Materializer
+    config: RunConfig
+    topic: str
+    dlq_topic: str
+    job_dir: Path
+    checkpoint: Path
+
+    @classmethod
+    def of(cls, spec: Materializer, config: RunConfig) -> JobPlan:
+        topic = config.topic or spec.default_topic
+        job_dir = config.job_dir(spec.name)
+        return cls(
+            spec=spec,
+            config=config,
+            topic=topic,
+            dlq_topic=config.dlq_topic or f"{topic}.dlq",
+            job_dir=job_dir,
+            checkpoint=Path(config.checkpoint) if config.checkpoint else job_dir / "checkpoint",
+        )
+
+    def cache(self) -> RedisCache:
+        return RedisCache(self.config.endpoints.redis_url, f"{self.config.redis_prefix}:{self.spec.name}")
+
+    def search(self) -> SearchIndex | None:
+        return (
+            SearchIndex(self.job_dir / "search", self.spec.search_fields) if self.spec.search_fields else None
+        )
+
+    def warehouse(self) -> DeltaWarehouse:
+        return DeltaWarehouse(self.job_dir / "delta", self.spec.data_ddl, self.spec.current_table)
+
+
+def claim_checkpoint(plan: JobPlan) -> str:
+    """The checkpoint's app id; refuse a checkpoint that belongs to another materializer or topic."""
+    ident = plan.checkpoint / IDENTITY_FILE
+    expected = {"materializer": plan.spec.name, "topic": plan.topic}
+    if ident.is_file():
+        found = json.loads(ident.read_text())
+        if {k: found.get(k) for k in expected} != expected:
+            raise CheckpointMismatch(
+                f"checkpoint {plan.checkpoint} belongs to materializer {found.get('materializer')!r} on topic "
+                f"{found.get('topic')!r}, not {plan.spec.name!r} on {plan.topic!r}; pass another --checkpoint "
+                "or delete that directory to start over"
+            )
+        return str(found["app_id"])
+    if plan.checkpoint.is_dir() and any(plan.checkpoint.iterdir()):
+        raise CheckpointMismatch(
+            f"checkpoint {plan.checkpoint} was written by a different query (no {IDENTITY_FILE}); "
+            "pass an empty or new --checkpoint directory"
+        )
+    plan.checkpoint.mkdir(parents=True, exist_ok=True)
+    app_id = f"{plan.spec.name}-{uuid.uuid4().hex}"
+    ident.write_text(json.dumps({**expected, "app_id": app_id}))
+    return app_id
+
+
+def topic_partitions(bootstrap: str, topic: str) -> list[int]:
+    from confluent_kafka.admin import AdminClient
+
+    meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    found = meta.topics.get(topic)
+    if found is None or found.error is not None:
+        raise SourceUnavailable(
+            f"input topic {topic!r} does not exist on {bootstrap}; create it or pass --topic"
+        )
+    return sorted(found.partitions)
+
+
+def ensure_topic(bootstrap: str, topic: str) -> None:
+    """Create the dead-letter topic if missing (this broker does not auto-create topics)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if topic in admin.list_topics(timeout=10).topics:
+        return
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    except KafkaException as exc:
+        if "TOPIC_ALREADY_EXISTS" not in str(exc):
+            raise SourceUnavailable(f"cannot create dead-letter topic {topic!r}: {exc}") from exc
+
+
+class Job:
+    """The imperative shell around one materializer's streaming query."""
+
+    def __init__(self, spark: SparkSession, plan: JobPlan) -> None:
+        self.spark = spark
+        self.plan = plan
+        self.cache = plan.cache()
+        self.index = plan.search()
+        self.warehouse = plan.warehouse()
+        self.schemas = WriterSchemas(plan.config.endpoints.schema_registry_url)
+        self.app_id = ""
+        self.dead_letters = 0
+
+    def prepare(self) -> None:
+        """Fail before anything is written: Redis, the topic, the checkpoint's owner; then create state."""
+        self.cache.check()
+        bootstrap = self.plan.config.endpoints.kafka_bootstrap_servers
+        topic_partitions(bootstrap, self.plan.topic)
+        self.app_id = claim_checkpoint(self.plan)
+        ensure_topic(bootstrap, self.plan.dlq_topic)
+        self.warehouse.ensure_tables(self.spark)
+        if self.index is not None:
+            self.index.index()
+
+    def start(self, start: StartPosition, *, available_now: bool = False) -> StreamingQuery:
+        self.prepare()
+        bootstrap = self.plan.config.endpoints.kafka_bootstrap_servers
+        options = positions.spark_start_options(
+            start, {self.plan.topic: topic_partitions(bootstrap, self.plan.topic)}
+        )
+        reader = (
+            self.spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", self.plan.topic)
+            .option("includeHeaders", "true")
+            .options(**options)
+        )
+        writer = (
+            reader.load()
+            .writeStream.queryName(f"{self.plan.spec.name}-{self.app_id[-8:]}")
+            .option("checkpointLocation", str(self.plan.checkpoint))
+            .foreachBatch(self.process_batch)
+        )
+        writer = (
+            writer.trigger(availableNow=True)
+            if available_now
+            else writer.trigger(processingTime=self.plan.config.trigger)
+        )
+        return writer.start()
+
+    # --- one micro-batch ---------------------------------------------------------------------------
+
+    def process_batch(self, batch: DataFrame, batch_id: int) -> None:
+        batch = batch.persist()
+        try:
+            changes, errors = self.plan.spec.transform(batch, self.schemas)
+            changes = changes.repartition("entity").sortWithinPartitions("entity", "position").persist()
+            errors = errors.persist()
+            self._dead_letter(errors)
+            if not changes.isEmpty():
+                self._failpoint("before-views", batch_id)
+                rejects = (
+                    changes.select(*REDIS_COLUMNS).rdd.mapPartitions(self.cache.apply_partition).collect()
+                )
+                if rejects:
+                    self._dead_letter(dead_letters.rejects_frame(batch.sparkSession, rejects))
+                self._failpoint("after-cache", batch_id)
+                if self.index is not None:
+                    self._index(changes, batch_id)
+                self.warehouse.write_batch(changes, self.app_id, batch_id, self.plan.spec.data_columns)
+                self._failpoint("after-warehouse", batch_id)
+            if (batch_id + 1) % self.plan.config.optimize_every == 0:
+                self.warehouse.optimize(batch.sparkSession)
+            changes.unpersist()
+            errors.unpersist()
+        finally:
+            batch.unpersist()
+
+    def _dead_letter(self, errors: DataFrame) -> None:
+        count = errors.count()
+        if count:
+            dead_letters.write(
+                errors,
+                bootstrap=self.plan.config.endpoints.kafka_bootstrap_servers,
+                topic=self.plan.dlq_topic,
+                materializer=self.plan.spec.name,
+            )
+            self.dead_letters += count
+            log.warning(
+                "%d record(s) of %s sent to dead-letter topic %s", count, self.plan.topic, self.plan.dlq_topic
+            )
+
+    def _index(self, changes: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        assert self.index is not None
+        fields = self.plan.spec.search_fields
+        latest = changes.groupBy("entity").agg(
+            F.max_by(F.struct("position", "op", *fields), F.col("position")).alias("c")
+        )
+        docs = [
+            SearchChange(
+                entity=r["entity"],
+                position=r["c"]["position"],
+                deleted=r["c"]["op"] == "delete",
+                fields={f: r["c"][f] for f in fields},
+            )
+            for r in latest.collect()
+        ]
+        self.index.apply_batch(self.app_id, batch_id, docs)
+
+    def _failpoint(self, step: str, batch_id: int) -> None:
+        """Test hook (RunConfig.failpoint "<step>:<marker>"): announce the step, then block to be killed."""
+        name, _, marker = self.plan.config.failpoint.partition(":")
+        if name != step or not marker:
+            return
+        Path(marker).write_text(f"{os.getpid()} {batch_id}")
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    # --- the driver's main loop ----------------------------------------------------------------
+
+    def run(self, start: StartPosition, *, available_now: bool = False) -> int:
+        """Run until SIGTERM/SIGINT, a stop request or (available_now) caught up; publish status.
+
+        Returns 0 on a clean stop, 1 when the query failed.
+        """
+        stopping: list[int] = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda signum, _frame: stopping.append(signum))
+        current = status.JobStatus(name=self.plan.spec.name, state="starting", pid=os.getpid())
+        status.write(self.plan.job_dir, current)
+        stop_file = self.plan.job_dir / "stop"
+        stop_file.unlink(missing_ok=True)
+        query = self.start(start, available_now=available_now)
+        current = replace(current, state="running", app_id=self.app_id)
+        while query.isActive and not stopping and not stop_file.exists():
+            query.awaitTermination(1)
+            current = self._publish(current, query.lastProgress)
+        if query.isActive:
+            # Graceful: let the running batch finish (views + checkpoint) before stopping.
+            deadline = time.monotonic() + 120
+            while query.status.get("isTriggerActive") and time.monotonic() < deadline:
+                time.sleep(0.2)
+            query.stop()
+        error = query.exception()
+        final = replace(
+            self._publish(current, query.lastProgress),
+            state="failed" if error else "stopped",
+            last_error=str(error)[:2000] if error else current.last_error,
+        )
+        status.write(self.plan.job_dir, final)
+        stop_file.unlink(missing_ok=True)
+        return 1 if error else 0
+
+    def _publish(self, current: status.JobStatus, progress: dict[str, Any] | None) -> status.JobStatus:
+        updated = status.from_progress(current, progress) if progress else current
+        updated = replace(updated, dead_letters=self.dead_letters, updated_at=time.time())
+        status.write(self.plan.job_dir, updated)
+        return updated

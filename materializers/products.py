@@ -1,0 +1,37 @@
+"""Example CDC materializer: Postgres `public.products` -> Redis cache, search index, Delta current+history.
+
+Row mapping is the Debezium decoder's: every column of the row is a cache field and a Delta column;
+`name` and `description` are searchable.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from materializers import debezium
+from materializers.spec import Materializer
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from materializers.avro_events import WriterSchemas
+
+DATA_DDL = "name string, description string, price string, stock int"
+TABLE_DDL = "id integer primary key, name text not null, description text, price numeric(12,2) not null, stock integer not null default 0"
+COLUMNS = ("name", "description", "price", "stock")
+
+
+def transform(df: DataFrame, _schemas: WriterSchemas) -> tuple[DataFrame, DataFrame]:
+    return debezium.decode(df, data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id")
+
+
+PRODUCTS = Materializer(
+    name="products",
+    kind="cdc",
+    default_topic="dbz.public.products",
+    default_table="public.products",
+    data_ddl=DATA_DDL,
+    transform=transform,
+    sequential=False,
+    search_fields=("name", "description"),
+)

@@ -1,0 +1,97 @@
+"""Job status: what a running driver publishes (a JSON file beside its checkpoint) and its summary.
+
+The driver rewrites `status.json` after every progress update; `materializers status` reads it. Lag
+per partition = the source's latest offset - the offset the last batch ended at (both from Spark's
+query progress).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+STATUS_FILE = "status.json"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobStatus:
+    name: str
+    state: str  # starting | running | stopped | failed
+    pid: int
+    app_id: str = ""
+    batch_id: int = -1
+    lag: dict[str, int] = field(default_factory=dict)
+    input_rows_per_second: float = 0.0
+    processed_rows_per_second: float = 0.0
+    last_batch_ms: int = 0
+    dead_letters: int = 0
+    last_error: str = ""
+    updated_at: float = 0.0
+
+    @property
+    def total_lag(self) -> int:
+        return sum(self.lag.values())
+
+
+def lag_from_progress(progress: dict[str, Any]) -> dict[str, int]:
+    """{"topic[p]": latest - end} over every source of one query progress (pure)."""
+    lag: dict[str, int] = {}
+    for source in progress.get("sources", []):
+        end = _offsets(source.get("endOffset"))
+        latest = _offsets(source.get("latestOffset"))
+        for topic, parts in latest.items():
+            for part, last in parts.items():
+                lag[f"{topic}[{part}]"] = max(0, int(last) - int(end.get(topic, {}).get(part, 0)))
+    return lag
+
+
+def _offsets(raw: Any) -> dict[str, dict[str, int]]:
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError:
+            return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def from_progress(base: JobStatus, progress: dict[str, Any]) -> JobStatus:
+    """Fold one query progress into the status (pure)."""
+    durations = progress.get("durationMs", {})
+    return JobStatus(
+        **{
+            **asdict(base),
+            "batch_id": int(progress.get("batchId", base.batch_id)),
+            "lag": lag_from_progress(progress) or base.lag,
+            "input_rows_per_second": float(progress.get("inputRowsPerSecond") or 0.0),
+            "processed_rows_per_second": float(progress.get("processedRowsPerSecond") or 0.0),
+            "last_batch_ms": int(durations.get("triggerExecution", base.last_batch_ms)),
+        }
+    )
+
+
+def write(job_dir: Path, status: JobStatus) -> None:
+    """Atomic replace, so a reader never sees half a file."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    tmp = job_dir / f".{STATUS_FILE}.{os.getpid()}"
+    tmp.write_text(json.dumps(asdict(status), sort_keys=True))
+    tmp.replace(job_dir / STATUS_FILE)
+
+
+def read(job_dir: Path) -> JobStatus | None:
+    path = job_dir / STATUS_FILE
+    if not path.is_file():
+        return None
+    return JobStatus(**json.loads(path.read_text()))
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,1 @@
+"""The three views a materializer keeps: Redis cache, Tantivy search index, Delta warehouse."""

@@ -1,0 +1,136 @@
+"""Redis cache view: one hash per entity, written only forward in source position.
+
+Key `<prefix>:<entity>` is a hash of the entity's fields plus `_pos` (the position last applied,
+fixed-width string) and `_deleted` ("1" after a delete). One Lua script applies a change atomically:
+1. read `_pos`; if the incoming position is not newer, do nothing (replay, duplicate, late record);
+2. for a patch (event fold) require exactly version `_pos` + 1, else report a gap and do nothing;
+3. upsert: replace all fields; delete: drop all fields but keep `_pos` and mark `_deleted`, so an
+   older record arriving later cannot resurrect the entity; patch: set/remove the given fields;
+4. store the new `_pos`.
+Because every step is conditional on the position, applying a micro-batch twice (a re-run after a
+crash) or replaying old offsets changes nothing. Writes run on executors, `PIPELINE` changes per round
+trip (in offset order within each partition, which keeps a stream's versions in order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from materializers.errors import ViewUnavailable
+
+PIPELINE = 500
+APPLIED, SKIPPED, GAP = 1, 0, -1
+
+APPLY_LUA = """
+local stored = redis.call('HGET', KEYS[1], '_pos')
+local pos, mode = ARGV[1], ARGV[2]
+if stored and pos <= stored then return 0 end
+if mode == 'patch' then
+  local expected = (stored and tonumber(stored) or 0) + 1
+  if tonumber(pos) ~= expected then return -1 end
+else
+  redis.call('DEL', KEYS[1])
+end
+local n = tonumber(ARGV[3])
+local i = 4
+for _ = 1, n do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+while i <= #ARGV do
+  redis.call('HDEL', KEYS[1], ARGV[i])
+  i = i + 1
+end
+redis.call('HSET', KEYS[1], '_pos', pos)
+if mode == 'delete' then redis.call('HSET', KEYS[1], '_deleted', '1') end
+return 1
+"""
+
+Reject = tuple[str, int, int, bytes | None, bytes | None, str]  # topic, partition, offset, key, value, error
+
+
+@dataclass(frozen=True, slots=True)
+class RedisCache:
+    url: str
+    prefix: str
+
+    def client(self) -> redis.Redis:
+        return redis.Redis.from_url(self.url, socket_connect_timeout=5, socket_timeout=30)
+
+    def check(self) -> None:
+        """Fail fast, before anything is written, when Redis does not answer."""
+        try:
+            self.client().ping()
+        except redis.RedisError as exc:
+            raise ViewUnavailable(
+                f"Redis at {self.url} does not answer ({exc}); start Redis or point REDIS_URL at it"
+            ) from exc
+
+    def key(self, entity: str) -> str:
+        return f"{self.prefix}:{entity}"
+
+    def apply_partition(self, rows: Iterable[Any]) -> Iterator[Reject]:
+        """Executor side: apply changes in order, pipelined; yield the ones that hit a gap."""
+        client = self.client()
+        script = client.register_script(APPLY_LUA)
+        chunk: list[Any] = []
+        for row in rows:
+            chunk.append(row)
+            if len(chunk) >= PIPELINE:
+                yield from self._flush(client, script, chunk)
+                chunk = []
+        if chunk:
+            yield from self._flush(client, script, chunk)
+
+    def _flush(self, client: redis.Redis, script: Any, rows: list[Any]) -> Iterator[Reject]:
+        pipe = client.pipeline(transaction=False)
+        for row in rows:
+            sets = {k: v for k, v in (row["set_fields"] or {}).items() if v is not None}
+            args: list[str] = [row["position"], row["op"], str(len(sets))]
+            for name, value in sets.items():
+                args += [name, value]
+            args += list(row["del_fields"] or ())
+            script(keys=[self.key(row["entity"])], args=args, client=pipe)
+        for row, result in zip(rows, pipe.execute(), strict=True):
+            if result == GAP:
+                yield (
+                    row["src_topic"],
+                    row["src_partition"],
+                    row["src_offset"],
+                    row["src_key"],
+                    row["src_value"],
+                    f"version gap: {row['entity']} at {int(row['position'])} but the cache has not seen the version before it",
+                )
+
+    # --- reads (tests, verify) -----------------------------------------------------------------
+
+    def read(self, entity: str) -> dict[str, str] | None:
+        """The entity's fields, or None if absent or deleted."""
+        raw: dict[bytes, bytes] = self.client().hgetall(self.key(entity))  # type: ignore[assignment]
+        if not raw or raw.get(b"_deleted") == b"1":
+            return None
+        return {k.decode(): v.decode() for k, v in raw.items() if not k.startswith(b"_")}
+
+    def position(self, entity: str) -> str | None:
+        value = self.client().hget(self.key(entity), "_pos")
+        return value.decode() if isinstance(value, bytes) else value
+
+    def entities(self) -> dict[str, dict[str, str]]:
+        """Every live entity (deleted ones omitted)."""
+        client = self.client()
+        found: dict[str, dict[str, str]] = {}
+        for key in client.scan_iter(match=f"{self.prefix}:*", count=500):
+            entity = (key.decode() if isinstance(key, bytes) else key)[len(self.prefix) + 1 :]
+            value = self.read(entity)
+            if value is not None:
+                found[entity] = value
+        return found
+
+    def clear(self) -> int:
+        client = self.client()
+        keys = list(client.scan_iter(match=f"{self.prefix}:*", count=500))
+        return int(client.delete(*keys)) if keys else 0

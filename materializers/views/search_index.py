@@ -1,0 +1,139 @@
+"""Search view: an embedded Tantivy index, upserted by entity key, one commit per micro-batch.
+
+Commit order for a batch (driver):
+1. if the index's batch marker for this job's app id is >= the batch id, the batch was already
+   committed (a re-run after a crash between this commit and Spark's checkpoint): skip it;
+2. for each entity (latest change of the batch only), look up the stored position and keep the
+   change only if it is newer (a replay from older offsets changes nothing);
+3. delete-by-term the entity's document and add the new one — a live doc, or a tombstone doc
+   (`live`="false", position kept) for a delete, so a late older record cannot resurrect it;
+4. replace the batch marker document, then ONE commit: documents and marker become visible atomically.
+Tantivy is single-writer and local: on a cluster the index lives on the driver (the batch is collected
+there), so it scales with what the driver can hold per batch; a shared index would need a search
+server (OpenSearch — not runnable here) or one writer partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tantivy
+
+from materializers.errors import ViewUnavailable
+
+MARKER_PREFIX = "__batch__:"
+HEAP_BYTES = 50_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class SearchChange:
+    entity: str
+    position: str
+    deleted: bool
+    fields: Mapping[str, str]
+
+
+@dataclass(slots=True)
+class SearchIndex:
+    path: Path
+    text_fields: tuple[str, ...]
+    _index: Any = None
+
+    def _schema(self) -> Any:
+        builder = tantivy.SchemaBuilder()
+        builder.add_text_field("key", stored=True, tokenizer_name="raw")
+        builder.add_text_field("position", stored=True, tokenizer_name="raw")
+        builder.add_text_field("live", stored=True, tokenizer_name="raw")
+        for name in self.text_fields:
+            builder.add_text_field(name, stored=True)
+        return builder.build()
+
+    def index(self) -> Any:
+        if self._index is None:
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+                self._index = tantivy.Index(self._schema(), path=str(self.path), reuse=True)
+            except (OSError, ValueError) as exc:
+                raise ViewUnavailable(
+                    f"cannot open the search index at {self.path} ({exc}); check the directory is writable "
+                    "and not built with other fields (rebuild it into a new directory)"
+                ) from exc
+        return self._index
+
+    def _stored(self, searcher: Any, key: str) -> dict[str, Any] | None:
+        query = tantivy.Query.term_query(self.index().schema, "key", key)
+        hits = searcher.search(query, 1).hits
+        if not hits:
+            return None
+        doc: dict[str, Any] = searcher.doc(hits[0][1]).to_dict()
+        return doc
+
+    def last_batch(self, app_id: str) -> int:
+        index = self.index()
+        index.reload()
+        found = self._stored(index.searcher(), MARKER_PREFIX + app_id)
+        return int(found["position"][0]) if found else -1
+
+    def apply_batch(self, app_id: str, batch_id: int, changes: Iterable[SearchChange]) -> int:
+        """Apply one micro-batch (at most one change per entity); return how many documents changed."""
+        if batch_id <= self.last_batch(app_id):
+            return 0
+        index = self.index()
+        searcher = index.searcher()
+        writer = index.writer(HEAP_BYTES, 1)
+        changed = 0
+        try:
+            for change in changes:
+                stored = self._stored(searcher, change.entity)
+                if stored is not None and change.position <= stored["position"][0]:
+                    continue
+                writer.delete_documents_by_term("key", change.entity)
+                doc = {
+                    "key": change.entity,
+                    "position": change.position,
+                    "live": "false" if change.deleted else "true",
+                }
+                if not change.deleted:
+                    doc.update(
+                        {k: v for k, v in change.fields.items() if k in self.text_fields and v is not None}
+                    )
+                writer.add_document(tantivy.Document(**doc))
+                changed += 1
+            writer.delete_documents_by_term("key", MARKER_PREFIX + app_id)
+            writer.add_document(
+                tantivy.Document(key=MARKER_PREFIX + app_id, position=str(batch_id), live="marker")
+            )
+            writer.commit()
+        except BaseException:
+            writer.rollback()
+            raise
+        finally:
+            writer.wait_merging_threads()
+        index.reload()
+        return changed
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def live_documents(self) -> dict[str, dict[str, str]]:
+        index = self.index()
+        index.reload()
+        searcher = index.searcher()
+        query = tantivy.Query.term_query(index.schema, "live", "true")
+        total = max(searcher.num_docs, 1)
+        found: dict[str, dict[str, str]] = {}
+        for _score, address in searcher.search(query, total).hits:
+            doc = searcher.doc(address).to_dict()
+            found[doc["key"][0]] = {k: v[0] for k, v in doc.items() if k in self.text_fields}
+        return found
+
+    def search(self, text: str, limit: int = 10) -> list[str]:
+        index = self.index()
+        index.reload()
+        query = index.parse_query(text, list(self.text_fields))
+        live = tantivy.Query.term_query(index.schema, "live", "true")
+        both = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), (tantivy.Occur.Must, live)])
+        searcher = index.searcher()
+        return [searcher.doc(a).to_dict()["key"][0] for _s, a in searcher.search(both, limit).hits]

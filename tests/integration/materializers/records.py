@@ -1,0 +1,66 @@
+"""Builders for records of the shapes the materializers read: Debezium JSON and event-store Avro."""
+
+from __future__ import annotations
+
+import json
+from importlib.resources import files
+from typing import Any
+
+import httpx
+from fastavro import parse_schema
+
+from materializers import event_shape
+
+
+def debezium(entity: int, lsn: int, op: str, row: dict[str, Any] | None) -> tuple[bytes, bytes]:
+    """(key, value) as Debezium's JsonConverter with schemas writes them (schemas abridged)."""
+    key = {"schema": {"type": "struct"}, "payload": {"id": entity}}
+    payload = {
+        "before": None,
+        "after": None if op == "d" else {"id": entity, **(row or {})},
+        "source": {"lsn": lsn, "ts_ms": 1_764_000_000_000 + lsn, "connector": "postgresql"},
+        "op": op,
+        "ts_ms": 1_764_000_000_000 + lsn,
+    }
+    return json.dumps(key).encode(), json.dumps({"schema": {"type": "struct"}, "payload": payload}).encode()
+
+
+def order_schema_text(event_type: str) -> str:
+    return (files("eventstore.examples") / "schemas" / f"{event_type}.avsc").read_text()
+
+
+class OrderEvents:
+    """Registers the order event schemas under unique subjects and encodes events in wire format."""
+
+    def __init__(self, registry_url: str, uid: str) -> None:
+        self.ids: dict[str, int] = {}
+        self.parsed: dict[str, Any] = {}
+        for event_type in (
+            "order.created",
+            "order.line_added",
+            "order.line_removed",
+            "order.placed",
+            "order.cancelled",
+        ):
+            text = order_schema_text(event_type)
+            reply = httpx.post(
+                f"{registry_url}/subjects/mat-{uid}-{event_type}/versions",
+                json={"schema": text},
+                headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+                timeout=30,
+            )
+            reply.raise_for_status()
+            self.ids[event_type] = int(reply.json()["id"])
+            self.parsed[event_type] = parse_schema(json.loads(text))
+
+    def record(
+        self, stream: str, version: int, event_type: str, **data: Any
+    ) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
+        return event_shape.encode_record(
+            stream_id=stream,
+            version=version,
+            event_type=event_type,
+            schema_id=self.ids[event_type],
+            schema=self.parsed[event_type],
+            data=data,
+        )

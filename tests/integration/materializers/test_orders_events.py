@@ -1,0 +1,85 @@
+"""Event-sourced orders -> Redis current state + Delta facts; poison records -> dead letters."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import pytest
+from conftest import read_all, run_once
+from records import OrderEvents
+
+from materializers.job import JobPlan
+from materializers.orders import ORDERS
+from materializers.verify import verify
+from materializers.views.delta_warehouse import query
+
+pytestmark = pytest.mark.integration
+
+
+def test_order_fold_facts_and_dead_letters(
+    spark: Any, topics: Any, producer: Any, run_config: Any, endpoints: Any, uid: str
+) -> None:
+    events = OrderEvents(endpoints.schema_registry_url, uid)
+    topic = topics("mat-orders")
+    good = [
+        events.record("o-1", 1, "order.created", order_id="o-1", customer_id="c-9"),
+        events.record(
+            "o-1", 2, "order.line_added", order_id="o-1", sku="A", quantity=2, unit_price_cents=150
+        ),
+        events.record("o-1", 3, "order.line_added", order_id="o-1", sku="B", quantity=1, unit_price_cents=99),
+        events.record("o-1", 4, "order.line_removed", order_id="o-1", sku="B"),
+        events.record("o-1", 5, "order.placed", order_id="o-1", total_cents=300),
+        events.record("o-2", 1, "order.created", order_id="o-2", customer_id="c-1"),
+        events.record("o-2", 2, "order.cancelled", order_id="o-2", reason="changed mind"),
+    ]
+    for key, value, headers in good[:3]:
+        producer.produce(topic, key=key, value=value, headers=headers)
+    created = good[0]
+    poison = [
+        (created[0], b"\x01" + created[1][1:], created[2]),  # wrong magic byte
+        (created[0], struct.pack(">bI", 0, 987_654_321) + b"\x02", created[2]),  # id unknown to the registry
+        (b"o-3", created[1], [("event-type", b"order.exploded"), ("stream-version", b"1")]),  # unknown type
+    ]
+    for key, value, headers in poison:
+        producer.produce(topic, key=key, value=value, headers=headers)
+    for key, value, headers in good[3:]:
+        producer.produce(topic, key=key, value=value, headers=headers)
+    producer.flush()
+
+    plan = JobPlan.of(ORDERS, run_config(topic=topic))
+    job = run_once(spark, plan)
+    assert [str(d) for d in verify(plan)] == []
+    cache = plan.cache()
+    assert cache.read("o-1") == {
+        "order_id": "o-1",
+        "customer_id": "c-9",
+        "status": "placed",
+        "total_cents": "300",
+        "line:A": "2x150",
+    }
+    assert cache.read("o-2") == {
+        "order_id": "o-2",
+        "customer_id": "c-1",
+        "status": "cancelled",
+        "reason": "changed mind",
+    }
+    assert job.dead_letters == 3
+    dlq = {
+        int(dict(m.headers())["dlq-source-offset"]): dict(m.headers())["dlq-error"].decode()
+        for m in read_all(endpoints.kafka_bootstrap_servers, plan.dlq_topic)
+    }
+    assert sorted(dlq) == [3, 4, 5]
+    assert "Confluent wire format" in dlq[3] and "987654321" in dlq[4] and "order.exploded" in dlq[5]
+
+    # Duplicates (a producer retry, a replayed stream) arrive later: nothing changes.
+    for key, value, headers in good[1:3] + good[5:]:
+        producer.produce(topic, key=key, value=value, headers=headers)
+    producer.flush()
+    run_once(spark, plan)
+    assert cache.read("o-1")["status"] == "placed"  # type: ignore[index]
+    facts = query(
+        plan.warehouse().history_path, "SELECT count(*) AS n, count(DISTINCT entity || position) AS d FROM t"
+    )[0]
+    assert facts == {"n": 7, "d": 7}
+    assert [str(d) for d in verify(plan)] == []

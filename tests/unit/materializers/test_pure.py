@@ -1,0 +1,146 @@
+"""Pure parts of the materializers: positions, decisions, start options, trigger, status, fold, diff."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kafkakit.errors import BadStartPosition, ConfigError
+from kafkakit.positions import parse_start
+from materializers import orders, positions, status
+from materializers.catalog import lookup
+from materializers.config import RunConfig, normalize_trigger
+from materializers.errors import UnknownMaterializer
+from materializers.positions import Decision, decide
+from materializers.products import PRODUCTS
+from materializers.verify import compare
+
+enc = positions.encode
+
+
+@given(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1))
+def test_encoded_order_is_numeric_order(a: int, b: int) -> None:
+    assert (enc(a) < enc(b)) == (a < b) and positions.decode(enc(a)) == a
+
+
+def test_cdc_position_streamed_change_beats_snapshot_at_same_lsn() -> None:
+    assert (
+        positions.cdc(7, snapshot=True) < positions.cdc(7, snapshot=False) < positions.cdc(8, snapshot=True)
+    )
+    assert positions.decode(positions.cdc(7, snapshot=False)) == 7
+
+
+def test_encode_rejects_out_of_range() -> None:
+    with pytest.raises(ValueError):
+        enc(-1)
+
+
+@pytest.mark.parametrize(
+    ("stored", "incoming", "sequential", "expected"),
+    [
+        (None, 5, False, Decision.APPLY),
+        (5, 5, False, Decision.SKIP),  # duplicate
+        (5, 4, False, Decision.SKIP),  # late, older
+        (5, 9, False, Decision.APPLY),  # upserts may jump
+        (None, 1, True, Decision.APPLY),
+        (None, 2, True, Decision.GAP),
+        (3, 4, True, Decision.APPLY),
+        (3, 5, True, Decision.GAP),
+        (3, 3, True, Decision.SKIP),
+    ],
+)
+def test_decide(stored: int | None, incoming: int, sequential: bool, expected: Decision) -> None:
+    assert (
+        decide(enc(stored) if stored is not None else None, enc(incoming), sequential=sequential) is expected
+    )
+
+
+def test_start_options_edges_and_timestamp() -> None:
+    assert positions.spark_start_options(parse_start("earliest"), {"t": [0]}) == {
+        "startingOffsets": "earliest"
+    }
+    ts = positions.spark_start_options(parse_start("2026-01-01T00:00:00Z"), {"t": [0]})
+    assert ts == {"startingTimestamp": "1767225600000"}
+
+
+def test_start_options_fill_unnamed_partitions_with_earliest() -> None:
+    opts = positions.spark_start_options(parse_start('{"t": {"1": 7}}'), {"t": [0, 1, 2]})
+    assert json.loads(opts["startingOffsets"]) == {"t": {"0": -2, "1": 7, "2": -2}}
+    bare = positions.spark_start_options(parse_start("0:4"), {"t": [0, 1]})
+    assert json.loads(bare["startingOffsets"]) == {"t": {"0": 4, "1": -2}}
+
+
+def test_start_options_refuse_foreign_topic_or_partition() -> None:
+    with pytest.raises(BadStartPosition, match="does not read"):
+        positions.spark_start_options(parse_start('{"u": {"0": 1}}'), {"t": [0]})
+    with pytest.raises(BadStartPosition, match="no partition 3"):
+        positions.spark_start_options(parse_start('{"t": {"3": 1}}'), {"t": [0]})
+
+
+@pytest.mark.parametrize(
+    ("text", "spark"),
+    [("1s", "1 seconds"), ("500ms", "500 milliseconds"), ("2m", "2 minutes"), ("10 seconds", "10 seconds")],
+)
+def test_trigger(text: str, spark: str) -> None:
+    assert normalize_trigger(text) == spark
+
+
+def test_bad_trigger_and_env() -> None:
+    with pytest.raises(ConfigError, match="500ms or 2m"):
+        normalize_trigger("soon")
+    with pytest.raises(ConfigError, match="positive integer"):
+        RunConfig.from_env({"MATERIALIZERS_OPTIMIZE_EVERY": "0"})
+    config = RunConfig.from_env({"MATERIALIZERS_TOPIC": "x", "REDIS_URL": "redis://h:1/0"}).with_overrides(
+        trigger="5s", topic=None
+    )
+    assert (config.topic, config.trigger, config.endpoints.redis_url) == ("x", "5 seconds", "redis://h:1/0")
+
+
+def test_lag_and_progress() -> None:
+    progress = {
+        "batchId": 4,
+        "inputRowsPerSecond": 10.0,
+        "processedRowsPerSecond": 20.0,
+        "durationMs": {"triggerExecution": 1500},
+        "sources": [{"endOffset": '{"t": {"0": 7, "1": 3}}', "latestOffset": {"t": {"0": 10, "1": 3}}}],
+    }
+    job = status.from_progress(status.JobStatus(name="p", state="running", pid=1), progress)
+    assert (job.batch_id, job.lag, job.total_lag, job.last_batch_ms) == (4, {"t[0]": 3, "t[1]": 0}, 3, 1500)
+
+
+def test_order_fold() -> None:
+    events = [
+        ("order.created", {"order_id": "o", "customer_id": "c"}),
+        ("order.line_added", {"sku": "A", "quantity": 2, "unit_price_cents": 5}),
+        ("order.line_added", {"sku": "B", "quantity": 1, "unit_price_cents": 7}),
+        ("order.line_removed", {"sku": "A"}),
+        ("order.placed", {"total_cents": 7}),
+    ]
+    assert orders.fold(events) == {
+        "order_id": "o",
+        "customer_id": "c",
+        "status": "placed",
+        "total_cents": "7",
+        "line:B": "1x7",
+    }
+    with pytest.raises(ValueError, match="unknown order event type"):
+        orders.patch("order.exploded", {})
+
+
+def test_compare_lists_missing_extra_and_changed() -> None:
+    diffs = compare("cache", {"1": {"a": "x"}, "2": {"a": "y"}}, {"2": {"a": "z"}, "3": {"a": "w"}})
+    assert [(d.entity, d.expected, d.actual) for d in diffs] == [
+        ("1", {"a": "x"}, None),
+        ("2", {"a": "y"}, {"a": "z"}),
+        ("3", None, {"a": "w"}),
+    ]
+
+
+def test_catalog() -> None:
+    assert PRODUCTS.data_columns == ("name", "description", "price", "stock")
+    assert lookup("orders").sequential
+    with pytest.raises(UnknownMaterializer, match="known: orders, products"):
+        lookup("nope")
