@@ -12,6 +12,7 @@ Exit codes:
   5  invalid input: schema violation / command rejected / incompatible schema; nothing was appended
   6  outcome unknown (timeout, broker down): retrying with the same --command-id is safe
   7  infrastructure error (Kafka, registry, topics, undecodable record, replay)
+  8  not found: `read` of a stream that has no committed events (check the stream id)
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ EXIT = {
     errors.CommandRejected: 5,
     errors.SchemaIncompatible: 5,
     errors.OutcomeUnknown: 6,
+    errors.StreamNotFound: 8,
     BadStartPosition: 2,
     ConfigError: 2,
 }
@@ -93,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--batch-size", type=int, default=200)
     p.add_argument("--snapshot-every", type=int, help="snapshot a stream every N events (0: never)")
+    p.add_argument(
+        "--rebuild-window",
+        type=int,
+        help="a takeover reads about this many event records per partition beyond snapshots",
+    )
     p.add_argument("--transaction-timeout-ms", type=int)
     p.add_argument("--max-idle", type=float, help="exit after this many idle seconds")
 
@@ -140,6 +147,7 @@ def _config(args: argparse.Namespace) -> StoreConfig:
         schema_registry_url=args.schema_registry_url,
         partitions=args.partitions,
         snapshot_every=getattr(args, "snapshot_every", None),
+        rebuild_window=getattr(args, "rebuild_window", None),
         transaction_timeout_ms=getattr(args, "transaction_timeout_ms", None),
         dlq_topic=getattr(args, "dlq_topic", None),
     )
@@ -220,6 +228,10 @@ def cmd_execute(args: argparse.Namespace, config: StoreConfig, aggregate: Aggreg
         data = json.loads(args.data)
     except json.JSONDecodeError as exc:
         raise ConfigError(f'--data is not JSON ({exc.msg}); write e.g. \'{{"order_id": "42"}}\'') from exc
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f'--data must be a JSON object of the command\'s fields, not {type(data).__name__}; write e.g. \'{{"order_id": "42"}}\''
+        )
     serde = _serde(config, aggregate)
     serde.validate(args.command, data)  # names the field before anything is sent
     with EventStoreClient(config, aggregate, serde) as client:
@@ -245,6 +257,11 @@ def cmd_read(args: argparse.Namespace, config: StoreConfig, aggregate: Aggregate
         found = events.read_stream(args.stream)
     finally:
         events.close()
+    if not found:
+        raise errors.StreamNotFound(
+            f"stream {args.stream!r} has no committed events in {config.events_topic}; check the id "
+            f"(stream ids are {aggregate.name}-<id>, e.g. {aggregate.name}-42) and the store --name"
+        )
     if args.json:
         for event in found:
             print(dumps(_event_json(event)))

@@ -26,6 +26,9 @@ class StoreConfig:
     schema_registry_url: str = Endpoints().schema_registry_url
     partitions: int = 6
     snapshot_every: int = 50
+    # A takeover reads about this many event records per partition beyond the snapshots: streams that
+    # pin older offsets get a fresh snapshot (takeover.py). 0 disables those extra snapshots.
+    rebuild_window: int = 10_000
     transaction_timeout_ms: int = 60_000
     reply_timeout_s: float = 30.0
     dlq_topic: str | None = None
@@ -35,8 +38,11 @@ class StoreConfig:
             raise EventStoreError(
                 f"store name {self.name!r} is not a valid topic prefix; use letters, digits, '.', '_', '-'"
             )
-        if self.partitions < 1 or self.snapshot_every < 0:
-            raise EventStoreError("partitions must be >= 1 and snapshot_every >= 0 (0 disables snapshots)")
+        if self.partitions < 1 or self.snapshot_every < 0 or self.rebuild_window < 0:
+            raise EventStoreError(
+                "partitions must be >= 1, snapshot_every >= 0 (0 disables snapshots) and "
+                "rebuild_window >= 0 (0: no extra snapshots for idle streams)"
+            )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> StoreConfig:
@@ -50,6 +56,7 @@ class StoreConfig:
             ("name", "EVENTSTORE_NAME", str),
             ("partitions", "EVENTSTORE_PARTITIONS", int),
             ("snapshot_every", "EVENTSTORE_SNAPSHOT_EVERY", int),
+            ("rebuild_window", "EVENTSTORE_REBUILD_WINDOW", int),
             ("transaction_timeout_ms", "EVENTSTORE_TRANSACTION_TIMEOUT_MS", int),
             ("reply_timeout_s", "EVENTSTORE_REPLY_TIMEOUT_S", float),
             ("dlq_topic", "EVENTSTORE_DLQ_TOPIC", str),

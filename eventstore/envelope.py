@@ -4,7 +4,9 @@
 - `CommandEnvelope`: a command addressed to a stream, with the caller's expected version and the reply
   partition the caller listens on.
 - `Outcome`: the first (and only) result of a command id; replies and the dedup memory both carry it.
-- `Snapshot`: a stream's state after `version` events.
+- `Snapshot`: a stream's state after `version` events, with the events-topic positions a takeover
+  needs (see takeover.py): `events_offset` (this stream's later events are at or after it) and
+  `low_water` (every stream of the partition needs only events at or after it). 0 means unknown.
 """
 
 from __future__ import annotations
@@ -76,3 +78,5 @@ class Snapshot:
     stream_id: str
     version: int
     state: Any
+    events_offset: int = 0
+    low_water: int = 0

@@ -86,6 +86,10 @@ class OutcomeUnknown(EventStoreError):
         self.may_have_been_applied = may_have_been_applied
 
 
+class StreamNotFound(EventStoreError):
+    """A stream has no committed events (never written, or a mistyped id)."""
+
+
 class CorruptStream(EventStoreError):
     """A stream's stored versions have a gap or duplicate; the log needs investigation."""
 

@@ -21,9 +21,14 @@ Per batch, in order:
 4. send the consumed offsets; commit; only now apply the staged state to the cache.
 On an abortable error: abort, drop the staged state, seek back to the batch's first offsets.
 
-On assignment of partition P the cache is rebuilt: outcomes[P] -> dedup memory; snapshots[P] -> latest
-snapshot per stream; events[P] -> events newer than each stream's snapshot (older ones are skipped
-by their `stream-version` header without decoding).
+Snapshots are written at the end of the batch (step 2), one per stream that crossed a `snapshot_every`
+multiple plus the idle streams that pin the partition's low-water mark (takeover.py); each carries the
+events-topic positions a takeover needs.
+
+On assignment of partition P the cache is rebuilt from snapshots + tail, never from offset 0:
+outcomes[P] -> dedup memory; snapshots[P] -> latest snapshot per stream and the newest low-water
+mark; events[P] from that mark -> events newer than each stream's snapshot (older ones are skipped by
+their `stream-version` header without decoding). `rebuilds` records what each rebuild read.
 """
 
 from __future__ import annotations
@@ -32,18 +37,30 @@ import contextlib
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from collections import ChainMap
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from eventstore.aggregate import Aggregate
 from eventstore.config import StoreConfig
-from eventstore.decision import StreamState, apply, handle, snapshot_due
+from eventstore.decision import StreamState, handle, snapshot_due
 from eventstore.envelope import Outcome, Position, Snapshot
 from eventstore.errors import EventStoreError, ProcessorFenced, RegistryUnavailable
 from eventstore.kafkaio import READ_COMMITTED, end_offsets, read_range, reader, take
-from eventstore.serde import H_COMMAND_ID, H_REPLY_PARTITION, H_STREAM, H_VERSION, Serde, header_map
+from eventstore.serde import (
+    H_COMMAND_ID,
+    H_LOW_WATER,
+    H_REPLY_PARTITION,
+    H_STREAM,
+    H_VERSION,
+    Serde,
+    header_map,
+)
+from eventstore.takeover import TailRecord, fold_tail, low_water, plan_snapshots, start_offset
 from eventstore.topics import partition_for
 
 S = TypeVar("S")
@@ -58,6 +75,38 @@ class Staged(Generic[S]):
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     first_offsets: dict[int, int] = field(default_factory=dict)
     next_offsets: dict[int, int] = field(default_factory=dict)
+    # partition -> stream -> lower bound of its first un-snapshotted event's offset (takeover.py)
+    needed: dict[int, dict[str, int]] = field(default_factory=dict)
+    snapshotted: dict[int, tuple[str, ...]] = field(default_factory=dict)  # leave `needed` on commit
+    due: dict[str, int] = field(default_factory=dict)  # stream -> partition: snapshot_every crossed
+    low_water: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class BatchTimings:
+    """Where a processor's time goes, summed over its batches (seconds); cheap enough to keep on."""
+
+    batches: int = 0
+    commands: int = 0
+    handle_s: float = 0.0  # decode + decide + produce (into the local queue) of every command
+    flush_s: float = 0.0  # until every record of the batch is acknowledged by the broker
+    offsets_s: float = 0.0  # send_offsets_to_transaction
+    commit_s: float = 0.0  # commit_transaction (markers written: the batch becomes visible)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RebuildReport:
+    """What one rebuild of one partition read (the takeover cost)."""
+
+    partition: int
+    events_from: int
+    events_to: int
+    events_read: int
+    events_decoded: int
+    snapshots_read: int
+    outcomes_read: int
+    streams: int
+    seconds: float
 
 
 class CommandProcessor(Generic[S]):
@@ -70,6 +119,7 @@ class CommandProcessor(Generic[S]):
         instance_id: str,
         batch_size: int = 200,
         session_timeout_ms: int = 10_000,
+        linger_ms: float = 0,
     ) -> None:
         self.config = config
         self.aggregate = aggregate
@@ -79,6 +129,14 @@ class CommandProcessor(Generic[S]):
         self._streams: dict[str, StreamState[S]] = {}
         self._outcomes: dict[str, Outcome] = {}
         self._owned: set[int] = set()
+        self._needed: dict[int, dict[str, int]] = {}
+        self._floor: dict[int, int] = {}  # lower bound of the next events offset per partition
+        self._delivered_end: dict[int, int] = {}
+        self._low_water: dict[int, int] = {}
+        self.rebuilds: list[RebuildReport] = []
+        self.timings = BatchTimings()
+        # Idle streams re-snapshotted per batch and partition at most (bounds a batch's extra work).
+        self.refresh_limit = 500
         self._consumer = Consumer(
             {
                 "bootstrap.servers": config.bootstrap_servers,
@@ -98,7 +156,9 @@ class CommandProcessor(Generic[S]):
                 "transactional.id": f"{config.name}.processor.{instance_id}",
                 "transaction.timeout.ms": config.transaction_timeout_ms,
                 "enable.idempotence": True,
-                "linger.ms": 2,
+                # flush() ends every batch, so linger only decides how records are grouped while
+                # the batch is being handled (0: sent as produced, overlapping the Python work).
+                "linger.ms": linger_ms,
             }
         )
         self._reader = reader(config.bootstrap_servers)
@@ -134,6 +194,9 @@ class CommandProcessor(Generic[S]):
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         lost = {tp.partition for tp in partitions}
         self._owned -= lost
+        for partition in lost:
+            for per_partition in (self._needed, self._floor, self._delivered_end, self._low_water):
+                per_partition.pop(partition, None)
         self._streams = {
             s: st for s, st in self._streams.items() if partition_for(s, self.config.partitions) not in lost
         }
@@ -147,53 +210,78 @@ class CommandProcessor(Generic[S]):
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             started = time.monotonic()
-            streams, outcomes = self._rebuild(tp.partition)
-            self._streams.update(streams)
-            self._outcomes.update(outcomes)
+            report = self._rebuild(tp.partition)
+            report = replace(report, seconds=time.monotonic() - started)
+            self.rebuilds.append(report)
             self._owned.add(tp.partition)
-            log.info(
-                "partition %d rebuilt: %d streams, %d outcomes in %.2fs",
-                tp.partition,
-                len(streams),
-                len(outcomes),
-                time.monotonic() - started,
-            )
+            log.info("partition %d rebuilt: %s", tp.partition, report)
 
-    def _rebuild(self, partition: int) -> tuple[dict[str, StreamState[S]], dict[str, Outcome]]:
+    def _rebuild(self, partition: int) -> RebuildReport:
         cfg, serde = self.config, self.serde
-        outcomes = {
-            (m.key() or b"").decode(): serde.read_outcome(m.value() or b"")
-            for m in self._read_all(cfg.outcomes_topic, partition)
-        }
+        outcome_msgs = self._read_all(cfg.outcomes_topic, partition)
+        self._outcomes.update(
+            {(m.key() or b"").decode(): serde.read_outcome(m.value() or b"") for m in outcome_msgs}
+        )
         latest: dict[str, Message] = {}
-        for m in self._read_all(cfg.snapshots_topic, partition):
+        low_waters = []
+        snapshot_msgs = self._read_all(cfg.snapshots_topic, partition)
+        for m in snapshot_msgs:
             latest[(m.key() or b"").decode()] = m
-        streams: dict[str, StreamState[S]] = {}
-        for stream, m in latest.items():
-            snap = serde.read_snapshot(m.value() or b"", m.headers())
-            streams[stream] = StreamState(snap.version, snap.state)
-        initial = StreamState(0, self.aggregate.initial_state)
-        for m in self._read_all(cfg.events_topic, partition):
-            h = header_map(m.headers())
-            stream = h.get(H_STREAM, (m.key() or b"").decode())
-            current = streams.get(stream, initial)
-            if int(h.get(H_VERSION, "0")) <= current.version:
-                continue  # covered by the snapshot: skip without decoding
-            position = Position(topic=cfg.events_topic, partition=partition, offset=m.offset() or 0)
-            streams[stream] = apply(
-                self.aggregate, current, serde.read_event(position, m.value(), m.headers())
-            )
-        return streams, outcomes
+            low_waters.append(int(header_map(m.headers()).get(H_LOW_WATER, "0")))
+        snapshots = {s: serde.read_snapshot(m.value() or b"", m.headers()) for s, m in latest.items()}
+        lo, hi = end_offsets(self._reader, cfg.events_topic, partition)
+        first = start_offset(low_waters, lo)
+        read = 0
+
+        def tail() -> Iterator[TailRecord]:
+            nonlocal read
+            for m in read_range(self._reader, cfg.events_topic, partition, first, hi, timeout=self._timeout):
+                read += 1
+                h = header_map(m.headers())
+                offset = m.offset() or 0
+                position = Position(topic=cfg.events_topic, partition=partition, offset=offset)
+                yield TailRecord(
+                    offset=offset,
+                    stream_id=h.get(H_STREAM, (m.key() or b"").decode()),
+                    version=int(h.get(H_VERSION, "0")),
+                    decode=partial(serde.read_event, position, m.value(), m.headers()),
+                )
+
+        rebuilt = fold_tail(self.aggregate, snapshots, tail())
+        self._streams.update(rebuilt.streams)
+        self._needed[partition] = rebuilt.needed
+        self._floor[partition] = hi
+        self._low_water[partition] = low_water(rebuilt.needed, hi)
+        return RebuildReport(
+            partition=partition,
+            events_from=first,
+            events_to=hi,
+            events_read=read,
+            events_decoded=rebuilt.decoded,
+            snapshots_read=len(snapshot_msgs),
+            outcomes_read=len(outcome_msgs),
+            streams=len(rebuilt.streams),
+            seconds=0.0,
+        )
+
+    @property
+    def _timeout(self) -> float:
+        return max(60.0, 2 * self.config.transaction_timeout_ms / 1000)
 
     def _read_all(self, topic: str, partition: int) -> list[Message]:
         lo, hi = end_offsets(self._reader, topic, partition)
-        timeout = max(60.0, 2 * self.config.transaction_timeout_ms / 1000)
-        return list(read_range(self._reader, topic, partition, lo, hi, timeout=timeout))
+        return list(read_range(self._reader, topic, partition, lo, hi, timeout=self._timeout))
+
+    def cached_states(self) -> dict[str, StreamState[S]]:
+        """A copy of the committed per-stream state this instance holds (for checks and tests)."""
+        return dict(self._streams)
 
     # --- one batch, one transaction ----------------------------------------------------------------
 
     def _process(self, msgs: list[Message]) -> None:
         staged: Staged[S] = Staged()
+        t = self.timings
+        t0 = time.perf_counter()
         self._producer.begin_transaction()
         try:
             for msg in msgs:
@@ -204,17 +292,66 @@ class CommandProcessor(Generic[S]):
                 staged.first_offsets.setdefault(partition, offset)
                 staged.next_offsets[partition] = offset + 1
                 self._handle(msg, partition, staged)
+            self._write_snapshots(staged, int(time.time() * 1000))
+            t1 = time.perf_counter()
             self._producer.flush(self.config.transaction_timeout_ms / 1000)
+            t2 = time.perf_counter()
             offsets = [
                 TopicPartition(self.config.commands_topic, p, n) for p, n in staged.next_offsets.items()
             ]
             self._producer.send_offsets_to_transaction(offsets, self._consumer.consumer_group_metadata())
+            t3 = time.perf_counter()
             self._producer.commit_transaction()
         except KafkaException as exc:
             self._recover(exc, staged)
             return
+        t.batches, t.commands = t.batches + 1, t.commands + len(msgs)
+        t.handle_s += t1 - t0
+        t.flush_s += t2 - t1
+        t.offsets_s += t3 - t2
+        t.commit_s += time.perf_counter() - t3
         self._streams.update(staged.streams)
         self._outcomes.update(staged.outcomes)
+        for partition, needed in staged.needed.items():
+            self._needed.setdefault(partition, {}).update(needed)
+        for partition, streams in staged.snapshotted.items():
+            for stream in streams:
+                self._needed.setdefault(partition, {}).pop(stream, None)
+        self._low_water.update(staged.low_water)
+        for partition, end in self._delivered_end.items():
+            self._floor[partition] = max(self._floor.get(partition, 0), end)
+
+    def _write_snapshots(self, staged: Staged[S], now: int) -> None:
+        """Step 2's tail: the batch's snapshots, each carrying the positions a takeover needs."""
+        if self.config.snapshot_every <= 0:
+            return
+        for partition in staged.next_offsets:
+            floor = self._floor.get(partition, 0)
+            # A view, not a copy: plan_snapshots only walks it when the low-water mark may move.
+            needed = ChainMap(staged.needed.get(partition, {}), self._needed.get(partition, {}))
+            plan = plan_snapshots(
+                needed,
+                (s for s, p in staged.due.items() if p == partition),
+                floor=floor,
+                known_low_water=self._low_water.get(partition, 0),
+                window=self.config.rebuild_window,
+                limit=self.refresh_limit,
+            )
+            if plan is None:
+                continue
+            staged.snapshotted[partition] = plan.streams
+            for stream in plan.streams:
+                current = staged.streams.get(stream) or self._streams[stream]
+                snap = Snapshot(
+                    stream_id=stream,
+                    version=current.version,
+                    state=current.state,
+                    events_offset=plan.events_offset,
+                    low_water=plan.low_water,
+                )
+                key, value, headers = self.serde.snapshot_value(snap)
+                self._produce(self.config.snapshots_topic, partition, key, value, headers, now)
+            staged.low_water[partition] = plan.low_water
 
     def _recover(self, exc: KafkaException, staged: Staged[S]) -> None:
         err: KafkaError = exc.args[0]
@@ -271,13 +408,14 @@ class CommandProcessor(Generic[S]):
         decision = handle(self.aggregate, current, command, now)
         for event in decision.events:
             key, value, headers = self.serde.event_value(event)
-            self._produce(self.config.events_topic, partition, key, value, headers, now)
+            self._produce(self.config.events_topic, partition, key, value, headers, now, self._delivered)
+        staged_needed = staged.needed.setdefault(partition, {})
+        stream = command.stream_id
+        if decision.events and stream not in staged_needed and stream not in self._needed.get(partition, {}):
+            # Its first event not in a snapshot lands at or after the floor this batch started from.
+            staged_needed[stream] = self._floor.get(partition, 0)
         if snapshot_due(current.version, decision.after.version, self.config.snapshot_every):
-            snap = Snapshot(
-                stream_id=command.stream_id, version=decision.after.version, state=decision.after.state
-            )
-            key, value, headers = self.serde.snapshot_value(snap)
-            self._produce(self.config.snapshots_topic, partition, key, value, headers, now)
+            staged.due[command.stream_id] = partition
         staged.streams[command.stream_id] = decision.after
         return decision.outcome
 
@@ -288,8 +426,22 @@ class CommandProcessor(Generic[S]):
             self.config.replies_topic, reply_partition, outcome.command_id.encode(), value, headers, None
         )
 
+    def _delivered(self, err: KafkaError | None, msg: Message) -> None:
+        # Offsets of delivered events raise the floor: the next batch's events land after them.
+        if err is None and msg.offset() is not None:
+            partition = msg.partition() or 0
+            end = self._delivered_end.get(partition, 0)
+            self._delivered_end[partition] = max(end, (msg.offset() or 0) + 1)
+
     def _produce(
-        self, topic: str, partition: int, key: bytes, value: bytes, headers: Any, timestamp: int | None
+        self,
+        topic: str,
+        partition: int,
+        key: bytes,
+        value: bytes,
+        headers: Any,
+        timestamp: int | None,
+        on_delivery: Any = None,
     ) -> None:
         while True:
             try:
@@ -300,6 +452,7 @@ class CommandProcessor(Generic[S]):
                     partition=partition,
                     headers=headers,
                     timestamp=timestamp or 0,
+                    on_delivery=on_delivery,
                 )
                 return
             except BufferError:

@@ -20,7 +20,7 @@ from eventstore.config import StoreConfig
 from eventstore.decision import StreamState, load
 from eventstore.envelope import EventEnvelope, Position, Snapshot
 from eventstore.errors import CorruptStream, UndecodableRecord
-from eventstore.kafkaio import concrete_ranges, read_to_end, reader
+from eventstore.kafkaio import concrete_ranges, end_offsets, read_range, reader
 from eventstore.serde import H_STREAM, Serde, header_map, raw_pairs
 from eventstore.topics import partition_for
 from kafkakit.positions import StartPosition
@@ -45,15 +45,23 @@ class EventReader(Generic[S]):
         position = Position(topic=msg.topic() or "", partition=msg.partition() or 0, offset=msg.offset() or 0)
         return self.serde.read_event(position, msg.value(), msg.headers())
 
-    def _stream_records(self, topic: str, stream_id: str) -> Iterator[Message]:
+    def _stream_records(self, topic: str, stream_id: str, start: int = 0) -> Iterator[Message]:
         partition = partition_for(stream_id, self.config.partitions)
-        for msg in read_to_end(self._consumer, topic, partition):
+        lo, hi = end_offsets(self._consumer, topic, partition)
+        for msg in read_range(self._consumer, topic, partition, max(lo, start), hi):
             if header_map(msg.headers()).get(H_STREAM, (msg.key() or b"").decode()) == stream_id:
                 yield msg
 
-    def read_stream(self, stream_id: str, *, after_version: int = 0) -> list[EventEnvelope]:
-        """Committed events of one stream in version order; raises CorruptStream on a gap/duplicate."""
-        events = [self._decode(m) for m in self._stream_records(self.config.events_topic, stream_id)]
+    def read_stream(
+        self, stream_id: str, *, after_version: int = 0, from_offset: int = 0
+    ) -> list[EventEnvelope]:
+        """Committed events of one stream in version order; raises CorruptStream on a gap/duplicate.
+
+        `from_offset` skips the partition's earlier records: every event after `after_version` must lie
+        at or after it (a snapshot's `events_offset` guarantees that).
+        """
+        records = self._stream_records(self.config.events_topic, stream_id, from_offset)
+        events = [self._decode(m) for m in records]
         events = [e for e in events if e.version > after_version]
         for expected, event in enumerate(events, start=after_version + 1):
             if event.version != expected:
@@ -70,10 +78,12 @@ class EventReader(Generic[S]):
         return None if found is None else self.serde.read_snapshot(found.value() or b"", found.headers())
 
     def load(self, stream_id: str) -> StreamState[S]:
-        """Latest snapshot + the events after it."""
+        """Latest snapshot + the events after it (read from the snapshot's events offset on)."""
         snapshot = self.latest_snapshot(stream_id)
-        after = snapshot.version if snapshot else 0
-        return load(self.aggregate, snapshot, self.read_stream(stream_id, after_version=after))
+        after, start = (snapshot.version, snapshot.events_offset) if snapshot else (0, 0)
+        return load(
+            self.aggregate, snapshot, self.read_stream(stream_id, after_version=after, from_offset=start)
+        )
 
     def subscribe(
         self, start: StartPosition, *, until_end: bool = False, idle_timeout: float | None = None

@@ -24,7 +24,7 @@ from eventstore.envelope import ANY_VERSION, CommandEnvelope, EventEnvelope, Out
 from eventstore.errors import RegistryUnavailable, SchemaNotFound, SchemaViolation, UndecodableRecord
 from eventstore.records import from_record, to_record
 from eventstore.registry import Registry
-from eventstore.schemas import OUTCOME, Catalog, parse_text
+from eventstore.schemas import OUTCOME, Catalog, canonical, parse_text
 
 MAGIC = 0
 HEADER_SIZE = 5
@@ -40,6 +40,8 @@ H_CAUSATION = "causation-id"
 H_TIMESTAMP = "timestamp"
 H_EXPECTED = "expected-version"
 H_REPLY_PARTITION = "reply-partition"
+H_EVENTS_OFFSET = "events-offset"
+H_LOW_WATER = "low-water"
 
 Headers = list[tuple[str, str | bytes | None]]
 # What confluent-kafka hands back from Message.headers().
@@ -90,6 +92,28 @@ def _violation(record_type: str, exc: ValidationError) -> SchemaViolation:
     )
 
 
+def _check_fields(record_type: str, schema: Any, data: dict[str, Any]) -> None:
+    """Missing and unknown top-level fields, named (fastavro only says the whole record is wrong)."""
+    if not isinstance(schema, dict) or schema.get("type") != "record" or not isinstance(data, dict):
+        return
+    declared = {f["name"]: f for f in schema["fields"]}
+    for name, spec in declared.items():
+        if name not in data and "default" not in spec:
+            raise SchemaViolation(
+                f"{record_type} is invalid: field {name!r} is missing; add it (Avro type {spec['type']!r})",
+                field=name,
+                reason="missing",
+            )
+    for name in data:
+        if name not in declared:
+            raise SchemaViolation(
+                f"{record_type} is invalid: field {name!r} is not in the schema; "
+                f"known fields: {sorted(declared)}",
+                field=name,
+                reason="unknown field",
+            )
+
+
 class Serde:
     """Encodes and decodes one store's records against its catalog and a registry."""
 
@@ -101,6 +125,7 @@ class Serde:
         self._ids: dict[str, int] = {}
         self._readers: dict[str, Any] = {}
         self._writers: dict[int, Any] = {}
+        self._same: dict[tuple[int, str], bool] = {}
 
     def subject(self, record_type: str) -> str:
         return f"{self.subject_prefix}-{record_type}"
@@ -126,24 +151,47 @@ class Serde:
 
     def validate(self, record_type: str, data: dict[str, Any]) -> None:
         """Raise SchemaViolation naming the field and reason when `data` breaks the schema."""
+        _check_fields(record_type, self._reader(record_type), data)
         try:
             validate(data, self._reader(record_type), raise_errors=True, strict=True)
         except ValidationError as exc:
             raise _violation(record_type, exc) from None
 
-    def encode(self, record_type: str, data: dict[str, Any]) -> bytes:
-        self.validate(record_type, data)
+    def encode(self, record_type: str, data: dict[str, Any], *, trusted: bool = False) -> bytes:
+        """Avro body framed with the schema id.
+
+        Untrusted data (commands from callers) is validated first, so the error names the field.
+        `trusted` data (events, outcomes, snapshots the processor builds from typed dataclasses) goes
+        straight to the writer, which still refuses a wrong value; only then is it validated, for the
+        message. This saves a full validation pass per record on the processor's hot path.
+        """
+        if not trusted:
+            self.validate(record_type, data)
         buf = io.BytesIO()
-        schemaless_writer(buf, self._reader(record_type), data)
+        try:
+            schemaless_writer(buf, self._reader(record_type), data)
+        except Exception:
+            self.validate(record_type, data)  # raises SchemaViolation naming the field
+            raise
         return frame(self.schema_id(record_type), buf.getvalue())
 
     def decode(self, value: bytes, record_type: str | None = None) -> tuple[int, dict[str, Any]]:
         """(schema id, record) read with the local schema of `record_type` when given (resolution)."""
         schema_id, body = unframe(value)
         writer = self._writer(schema_id)
-        reader = self._reader(record_type) if record_type is not None else None
+        reader = None
+        if record_type is not None and not self._same_schema(schema_id, record_type):
+            reader = self._reader(record_type)
         record: dict[str, Any] = schemaless_reader(io.BytesIO(body), writer, reader)  # type: ignore[assignment]
         return schema_id, record
+
+    def _same_schema(self, schema_id: int, record_type: str) -> bool:
+        """Written with exactly our schema: read without resolution (several times faster)."""
+        key = (schema_id, record_type)
+        if key not in self._same:
+            local = canonical(self.catalog.text(record_type))
+            self._same[key] = canonical(self.registry.schema_text(schema_id)) == local
+        return self._same[key]
 
     def _decode_as(self, record_type: str, value: bytes) -> tuple[int, Any]:
         cls = self.aggregate.record_class(record_type)
@@ -158,7 +206,7 @@ class Serde:
 
     def event_value(self, envelope: EventEnvelope) -> tuple[bytes, bytes, Headers]:
         record_type = type_name(type(envelope.event))
-        value = self.encode(record_type, to_record(envelope.event))
+        value = self.encode(record_type, to_record(envelope.event), trusted=True)
         headers = _headers(
             {
                 H_TYPE: record_type,
@@ -244,7 +292,7 @@ class Serde:
     # --- outcomes and snapshots ------------------------------------------------------------------
 
     def outcome_value(self, outcome: Outcome) -> bytes:
-        return self.encode(OUTCOME, to_record(outcome))
+        return self.encode(OUTCOME, to_record(outcome), trusted=True)
 
     def read_outcome(self, value: bytes) -> Outcome:
         _, data = self.decode(value, OUTCOME)
@@ -252,14 +300,28 @@ class Serde:
 
     def snapshot_value(self, snapshot: Snapshot) -> tuple[bytes, bytes, Headers]:
         record_type = type_name(type(snapshot.state))
-        value = self.encode(record_type, to_record(snapshot.state))
-        headers = _headers({H_TYPE: record_type, H_STREAM: snapshot.stream_id, H_VERSION: snapshot.version})
+        value = self.encode(record_type, to_record(snapshot.state), trusted=True)
+        headers = _headers(
+            {
+                H_TYPE: record_type,
+                H_STREAM: snapshot.stream_id,
+                H_VERSION: snapshot.version,
+                H_EVENTS_OFFSET: snapshot.events_offset,
+                H_LOW_WATER: snapshot.low_water,
+            }
+        )
         return snapshot.stream_id.encode(), value, headers
 
     def read_snapshot(self, value: bytes, headers: RawHeaders) -> Snapshot:
         h = header_map(headers)
         _, state = self._decode_as(h[H_TYPE], value)
-        return Snapshot(stream_id=h[H_STREAM], version=int(h[H_VERSION]), state=state)
+        return Snapshot(
+            stream_id=h[H_STREAM],
+            version=int(h[H_VERSION]),
+            state=state,
+            events_offset=int(h.get(H_EVENTS_OFFSET, "0")),
+            low_water=int(h.get(H_LOW_WATER, "0")),
+        )
 
     # --- any topic (replay to stdout) --------------------------------------------------------------
 

@@ -109,7 +109,7 @@ def _verify(admin: AdminClient, spec: TopicSpec, partitions: int, timeout: float
     if spec.per_stream and partitions != spec.partitions:
         raise TopicSetupError(
             f"topic {spec.name} has {partitions} partitions but the store expects {spec.partitions}; "
-            "streams would move partitions — use --partitions {partitions} or a new store name"
+            f"streams would move partitions — use --partitions {partitions} or a new store name"
         )
     resource = ConfigResource(ConfigResource.Type.TOPIC, spec.name)
     found = admin.describe_configs([resource])[resource].result(timeout=timeout)

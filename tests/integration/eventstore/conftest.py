@@ -43,7 +43,7 @@ def start_processor(store: StoreConfig, tmp_path: Any) -> Iterator[Callable[...,
     """Start `eventstore processor` subprocesses; every one still running is stopped at teardown."""
     started: list[subprocess.Popen[bytes]] = []
 
-    def start(instance_id: str = "p0", batch_size: int = 50) -> subprocess.Popen[bytes]:
+    def start(instance_id: str = "p0", batch_size: int = 50, **env: str) -> subprocess.Popen[bytes]:
         log = open(tmp_path / f"processor-{instance_id}-{len(started)}.log", "wb")  # noqa: SIM115
         proc = subprocess.Popen(
             [
@@ -57,7 +57,7 @@ def start_processor(store: StoreConfig, tmp_path: Any) -> Iterator[Callable[...,
                 "--batch-size",
                 str(batch_size),
             ],
-            env=cli_env(store),
+            env={**cli_env(store), **env},
             stdout=log,
             stderr=subprocess.STDOUT,
         )

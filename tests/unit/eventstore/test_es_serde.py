@@ -115,3 +115,12 @@ def test_any_value_decodes_avro_json_and_bytes(serde: Serde) -> None:
     assert serde.any_value(b'{"payload": {"id": 1}}') == {"payload": {"id": 1}}
     assert serde.any_value(b"\xff\xfe") == {"$bytes": "fffe"}
     assert serde.any_value(None) is None
+
+
+def test_trusted_encoding_still_refuses_bad_values_naming_the_field() -> None:
+    serde = Serde(o.ORDER, MemoryRegistry(), subject_prefix="t")
+    with pytest.raises(SchemaViolation) as info:
+        serde.encode("order.created", {"order_id": 1, "customer_id": "c"}, trusted=True)
+    assert info.value.field == "order_id"
+    value = serde.encode("order.created", {"order_id": "1", "customer_id": "c"}, trusted=True)
+    assert serde.decode(value, "order.created")[1] == {"order_id": "1", "customer_id": "c"}
