@@ -299,7 +299,7 @@ def _jvm(ctx: Context, heap: str, log_name: str, java: str | None = None) -> lis
     if not log4j.exists():
         log4j.write_text(LOG4J2)
     return [
-        java or java_binary(), f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+        java or java_binary(), f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC",
         "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}", f"-Dtoolkit.service={log_name}",
     ]  # fmt: skip
 

@@ -48,7 +48,8 @@ def _unsupported(*_: str) -> None:
 
 
 @contextmanager
-def open_stack(config: StackConfig | None = None) -> Iterator[StackHandle]:
+def open_stack(config: StackConfig | None = None, *, keep_started: bool = False) -> Iterator[StackHandle]:
+    """`keep_started`: a stack this call starts is left running at the end (the demo's --keep)."""
     config = config or StackConfig.from_env()
     if os.environ.get("TOOLKIT_STACK") == "external":
         yield StackHandle(Endpoints.from_env(), "external", _unsupported, _unsupported)
@@ -70,7 +71,8 @@ def open_stack(config: StackConfig | None = None) -> Iterator[StackHandle]:
     try:
         yield _local_handle(config, "local (started)")
     finally:
-        stack.down(config)
+        if not keep_started:
+            stack.down(config)
 
 
 def _local_handle(config: StackConfig, backend: str) -> StackHandle:
