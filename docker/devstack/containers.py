@@ -113,7 +113,7 @@ def kafka_env() -> dict[str, str]:
         "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
         "KAFKA_LOG_CLEANER_MIN_COMPACTION_LAG_MS": "0",
         "KAFKA_LOG_DIRS": "/var/lib/kafka/data",
-        "KAFKA_HEAP_OPTS": "-Xms1g -Xmx1g",
+        "KAFKA_HEAP_OPTS": "-Xms256m -Xmx512m",
     }
 
 
