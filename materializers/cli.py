@@ -1,4 +1,4 @@
-"""`materializers` command line: start, status, stop, list, verify.
+"""`materializers` command line: start, status, stop, list, verify, snapshot, restore, rebuild.
 
 Exit codes: 0 success, 1 the job failed or `verify` found differences, 2 bad input (the message says
 what to fix). Every check that needs no Spark (name, start position, Redis, topic, checkpoint owner)
@@ -10,20 +10,17 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import signal
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import asdict
 
 from kafkakit.errors import ToolkitError
 from kafkakit.positions import StartPosition, parse_start, parse_timestamp
-from materializers import positions, spark_session, status
+from materializers import generations, lifecycle, positions, rebuild, snapshots, spark_session, status
 from materializers.catalog import CATALOG, lookup
 from materializers.config import RunConfig
 from materializers.errors import JobNotRunning
-from materializers.job import Job, JobPlan, claim_checkpoint, topic_partitions
+from materializers.job import Job, claim_checkpoint, topic_partitions
 from materializers.verify import verify
 
 log = logging.getLogger("materializers")
@@ -38,7 +35,10 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument("name")
     where = start.add_mutually_exclusive_group()
     where.add_argument(
-        "--from", dest="start", default="latest", help="earliest | latest | OFFSETS_JSON (first run only)"
+        "--from",
+        dest="start",
+        default="latest",
+        help="earliest | latest | OFFSETS_JSON (first run only; after `restore` the snapshot's offsets win)",
     )
     where.add_argument("--from-timestamp", help="ISO-8601 time to start from (first run only)")
     start.add_argument("--trigger", help="micro-batch interval, e.g. 1s, 500ms (default 1s)")
@@ -55,6 +55,25 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--checkpoint", help="checkpoint directory (default <home>/<name>/checkpoint)")
         p.add_argument("--dlq-topic", help="dead-letter topic (default <topic>.dlq)")
         p.add_argument("--redis-prefix", help="Redis key prefix (default mat)")
+
+    snap = sub.add_parser("snapshot", help="snapshot a stopped job's views + the offsets they reflect")
+    snap.add_argument("name")
+    snap.add_argument("--list", action="store_true", help="list the job's snapshots instead")
+    restore = sub.add_parser(
+        "restore", help="put a stopped job's views back to a snapshot; `start` continues"
+    )
+    restore.add_argument("name")
+    restore.add_argument("snapshot", help="snapshot id (see `materializers snapshot NAME --list`)")
+    rebuild = sub.add_parser("rebuild", help="build new views beside the live ones, then switch readers")
+    rebuild.add_argument("name")
+    rebuild.add_argument("--from", dest="start", default="earliest", help="earliest | OFFSETS_JSON | P:N")
+    rebuild.add_argument("--from-timestamp", help="ISO-8601 time to rebuild from")
+    rebuild.add_argument("--timeout", type=float, default=1800.0, help="seconds to catch up (default 1800)")
+    rebuild.add_argument("--grace", type=float, default=5.0, help="seconds before the old views are deleted")
+    for p in (snap, restore, rebuild):
+        p.add_argument("--topic", help="input topic (default: the materializer's)")
+        p.add_argument("--redis-prefix", help="Redis key prefix (default mat)")
+    rebuild.add_argument("--master", help="Spark master URL (default local[2])")
 
     show = sub.add_parser("status", help="per job: lag, rates, last batch, dead letters, last error")
     show.add_argument("--json", action="store_true")
@@ -78,7 +97,7 @@ def _start(args: argparse.Namespace) -> int:
     begin: StartPosition = (
         parse_timestamp(args.from_timestamp) if args.from_timestamp else parse_start(args.start)
     )
-    plan = JobPlan.of(spec, _config(args))
+    plan = generations.resolve(spec, _config(args))
     plan.cache().check()
     partitions = topic_partitions(plan.config.endpoints.kafka_bootstrap_servers, plan.topic)
     positions.spark_start_options(begin, {plan.topic: partitions})  # a bad position fails here, not in Spark
@@ -92,56 +111,79 @@ def _start(args: argparse.Namespace) -> int:
     return code
 
 
-def _jobs(config: RunConfig) -> list[status.JobStatus]:
-    if not config.home.is_dir():
-        return []
-    found = [status.read(d) for d in sorted(config.home.iterdir()) if d.is_dir()]
-    return [s for s in found if s is not None]
-
-
 def _status(args: argparse.Namespace) -> int:
-    jobs = _jobs(_config(args))
-    rows = []
-    for job in jobs:
-        state = job.state if job.state not in ("running", "starting") or status.alive(job.pid) else "dead"
-        rows.append({**asdict(job), "state": state, "total_lag": job.total_lag})
+    config = _config(args)
+    rows = [
+        {**asdict(job), "state": lifecycle.state(job), "total_lag": job.total_lag}
+        for job in lifecycle.jobs(config)
+    ]
     if args.json:
         print(json.dumps(rows, indent=2, sort_keys=True))
         return 0
     if not rows:
-        print(f"no jobs under {_config(args).home}")
+        print(f"no jobs under {config.home}")
         return 0
-    header = f"{'NAME':12} {'STATE':8} {'BATCH':>6} {'LAG':>8} {'IN/S':>8} {'OUT/S':>8} {'LAST MS':>8} {'DLQ':>5}  LAST ERROR"
-    print(header)
-    for r in rows:
-        print(
-            f"{r['name']:12} {r['state']:8} {r['batch_id']:>6} {r['total_lag']:>8} {r['input_rows_per_second']:>8.1f} "
-            f"{r['processed_rows_per_second']:>8.1f} {r['last_batch_ms']:>8} {r['dead_letters']:>5}  {r['last_error'][:60]}"
-        )
+    print(status.table(rows))
     return 0
 
 
 def _stop(args: argparse.Namespace) -> int:
     config = _config(args)
-    targets = [
-        j
-        for j in _jobs(config)
-        if (args.name in (None, j.name)) and j.state in ("running", "starting") and status.alive(j.pid)
-    ]
+    targets = lifecycle.running(config, args.name)
     if not targets:
         raise JobNotRunning(
             f"no running job{' named ' + args.name if args.name else ''} under {config.home}; see `materializers status`"
         )
-    for job in targets:
-        (config.job_dir(job.name) / "stop").touch()
-        os.kill(job.pid, signal.SIGTERM)
-    deadline = time.monotonic() + args.timeout
-    while time.monotonic() < deadline and any(status.alive(j.pid) for j in targets):
-        time.sleep(0.2)
-    alive = [j.name for j in targets if status.alive(j.pid)]
+    lifecycle.request_stop(config, targets)
+    alive = lifecycle.wait_stopped(targets, args.timeout)
     for job in targets:
         print(f"{job.name}: {'still stopping' if job.name in alive else 'stopped'}")
     return 1 if alive else 0
+
+
+def _snapshot(args: argparse.Namespace) -> int:
+    plan = generations.resolve(lookup(args.name), _config(args))
+    if args.list:
+        for snap_id in snapshots.listing(plan.job_dir):
+            print(snap_id)
+        return 0
+    manifest = snapshots.take(plan)
+    print(
+        f"{args.name}: snapshot {manifest.id} at batch {manifest.committed_batch}, offsets {json.dumps(manifest.offsets)}"
+    )
+    return 0
+
+
+def _restore(args: argparse.Namespace) -> int:
+    plan = generations.resolve(lookup(args.name), _config(args))
+    where, manifest = snapshots.check_restorable(plan, args.snapshot)  # every check before a change
+    snapshots.restore(plan, where, manifest)
+    print(
+        f"{args.name}: restored snapshot {manifest.id}; `materializers start {args.name}` continues from "
+        f"{json.dumps(manifest.offsets)}"
+    )
+    return 0
+
+
+def _rebuild(args: argparse.Namespace) -> int:
+    spec, config = lookup(args.name), _config(args)
+    begin: StartPosition = (
+        parse_timestamp(args.from_timestamp) if args.from_timestamp else parse_start(args.start)
+    )
+    rebuild.check(begin, config)
+    plan = generations.resolve(spec, config)
+    plan.cache().check()
+    partitions = topic_partitions(config.endpoints.kafka_bootstrap_servers, plan.topic)
+    positions.spark_start_options(begin, {plan.topic: partitions})
+    spark = spark_session.build(config.master, f"materializer-{spec.name}-rebuild")
+    done = rebuild.rebuild(spark, spec, config, begin, timeout=args.timeout, grace=args.grace)
+    print(
+        f"{spec.name}: generation {done.new_generation} is live (was {done.old_generation or '(original)'}), "
+        f"{done.passes} pass(es), {done.seconds:.1f}s"
+    )
+    if done.stopped_live_job:
+        print(f"the live job was stopped for the switch; `materializers start {spec.name}` continues it")
+    return 0
 
 
 def _list(_args: argparse.Namespace) -> int:
@@ -157,7 +199,7 @@ def _list(_args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    plan = JobPlan.of(lookup(args.name), _config(args))
+    plan = generations.resolve(lookup(args.name), _config(args))
     differences = verify(plan)
     for diff in differences:
         print(diff)
@@ -165,7 +207,16 @@ def _verify(args: argparse.Namespace) -> int:
     return 1 if differences else 0
 
 
-COMMANDS = {"start": _start, "status": _status, "stop": _stop, "list": _list, "verify": _verify}
+COMMANDS = {
+    "start": _start,
+    "status": _status,
+    "stop": _stop,
+    "list": _list,
+    "verify": _verify,
+    "snapshot": _snapshot,
+    "restore": _restore,
+    "rebuild": _rebuild,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

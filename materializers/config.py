@@ -87,7 +87,8 @@ class RunConfig:
         return replace(updated, home=Path(home)) if home else updated
 
     def job_dir(self, name: str) -> Path:
-        return self.home / name
+        # Absolute: Delta resolves `delta.`<path>`` identifiers only for absolute paths.
+        return (self.home / name).resolve()
 
 
 _UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes"}

@@ -30,3 +30,27 @@ class SourceUnavailable(MaterializerError):
 
 class JobNotRunning(MaterializerError):
     """`stop`/`status` asked about a job that has no live driver."""
+
+
+class JobRunning(MaterializerError):
+    """A command that rewrites a view (restore) was asked for while the job's driver writes it."""
+
+
+class SnapshotNotFound(MaterializerError):
+    """No snapshot with that id under the home directory."""
+
+
+class SnapshotMismatch(MaterializerError):
+    """The snapshot belongs to another materializer, topic or generation of the views."""
+
+
+class NothingCommitted(MaterializerError):
+    """The job's checkpoint has no committed batch, so no offsets can be paired with the views."""
+
+
+class NotCaughtUp(MaterializerError):
+    """A rebuild did not reach lag 0 within its time limit; the live view was left untouched."""
+
+
+class BadRebuild(MaterializerError):
+    """A rebuild was asked for with options that cannot produce a complete view."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import time
 import uuid
@@ -26,8 +27,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kafkakit.positions import StartPosition
-from materializers import dead_letters, positions, status
+from kafkakit.positions import StartPosition, parse_offsets_json
+from materializers import checkpoint, dead_letters, lifecycle, positions, status
 from materializers.avro_events import WriterSchemas
 from materializers.config import RunConfig
 from materializers.errors import CheckpointMismatch, SourceUnavailable
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 IDENTITY_FILE = "job.json"
+GENERATIONS_DIR = "generations"
 REDIS_COLUMNS = (
     "entity",
     "position",
@@ -66,30 +68,48 @@ class JobPlan:
     dlq_topic: str
     job_dir: Path
     checkpoint: Path
+    generation: str = ""  # "" = the layout before any rebuild; see generations.py
+    view_dir: Path = Path()
 
     @classmethod
-    def of(cls, spec: Materializer, config: RunConfig) -> JobPlan:
+    def of(cls, spec: Materializer, config: RunConfig, generation: str = "") -> JobPlan:
+        """The plan of one generation of the views ("" = the original layout, directly in the job dir)."""
         topic = config.topic or spec.default_topic
         job_dir = config.job_dir(spec.name)
+        view_dir = job_dir / GENERATIONS_DIR / generation if generation else job_dir
         return cls(
             spec=spec,
             config=config,
             topic=topic,
             dlq_topic=config.dlq_topic or f"{topic}.dlq",
             job_dir=job_dir,
-            checkpoint=Path(config.checkpoint) if config.checkpoint else job_dir / "checkpoint",
+            checkpoint=Path(config.checkpoint) if config.checkpoint else view_dir / "checkpoint",
+            generation=generation,
+            view_dir=view_dir,
         )
 
+    @property
+    def base_prefix(self) -> str:
+        """The Redis prefix readers start from; its `@live` key names the live generation's prefix."""
+        return f"{self.config.redis_prefix}:{self.spec.name}"
+
+    @property
+    def redis_prefix(self) -> str:
+        # `@` keeps a generation's keys outside the SCAN pattern `<base>:*` of the original layout.
+        return f"{self.base_prefix}@{self.generation}" if self.generation else self.base_prefix
+
     def cache(self) -> RedisCache:
-        return RedisCache(self.config.endpoints.redis_url, f"{self.config.redis_prefix}:{self.spec.name}")
+        return RedisCache(self.config.endpoints.redis_url, self.redis_prefix)
 
     def search(self) -> SearchIndex | None:
         return (
-            SearchIndex(self.job_dir / "search", self.spec.search_fields) if self.spec.search_fields else None
+            SearchIndex(self.view_dir / "search", self.spec.search_fields)
+            if self.spec.search_fields
+            else None
         )
 
     def warehouse(self) -> DeltaWarehouse:
-        return DeltaWarehouse(self.job_dir / "delta", self.spec.data_ddl, self.spec.current_table)
+        return DeltaWarehouse(self.view_dir / "delta", self.spec.data_ddl, self.spec.current_table)
 
 
 def claim_checkpoint(plan: JobPlan) -> str:
@@ -114,6 +134,33 @@ def claim_checkpoint(plan: JobPlan) -> str:
     app_id = f"{plan.spec.name}-{uuid.uuid4().hex}"
     ident.write_text(json.dumps({**expected, "app_id": app_id}))
     return app_id
+
+
+def reset_checkpoint(plan: JobPlan, offsets: dict[str, dict[str, int]], note: str) -> str:
+    """Replace the checkpoint with a new, empty one (new app id) pinned to start at `offsets`.
+
+    A new app id is needed because the new checkpoint's batch ids restart at 0, which Delta
+    (txnAppId/txnVersion) and the search marker would otherwise skip as already written.
+    """
+    if plan.checkpoint.exists():
+        shutil.rmtree(plan.checkpoint)
+    plan.checkpoint.mkdir(parents=True)
+    app_id = f"{plan.spec.name}-{uuid.uuid4().hex}"
+    ident = {"materializer": plan.spec.name, "topic": plan.topic, "app_id": app_id}
+    (plan.checkpoint / IDENTITY_FILE).write_text(json.dumps({**ident, "start": offsets, "note": note}))
+    return app_id
+
+
+def pinned_start(plan: JobPlan) -> StartPosition | None:
+    """The start offsets `reset_checkpoint` pinned, while the checkpoint has not committed a batch.
+
+    Once a batch is committed Spark resumes from the checkpoint and ignores any start position.
+    """
+    ident = plan.checkpoint / IDENTITY_FILE
+    if not ident.is_file() or checkpoint.batch_ids(plan.checkpoint / "commits"):
+        return None
+    pinned = json.loads(ident.read_text()).get("start")
+    return parse_offsets_json(json.dumps(pinned)) if pinned else None
 
 
 def topic_partitions(bootstrap: str, topic: str) -> list[int]:
@@ -168,7 +215,9 @@ class Job:
             self.index.index()
 
     def start(self, start: StartPosition, *, available_now: bool = False) -> StreamingQuery:
+        """Start the query; a checkpoint pinned by a restore starts at the snapshot's offsets instead."""
         self.prepare()
+        start = pinned_start(self.plan) or start
         bootstrap = self.plan.config.endpoints.kafka_bootstrap_servers
         options = positions.spark_start_options(
             start, {self.plan.topic: topic_partitions(bootstrap, self.plan.topic)}
@@ -255,13 +304,19 @@ class Job:
         self.index.apply_batch(self.app_id, batch_id, docs)
 
     def _failpoint(self, step: str, batch_id: int) -> None:
-        """Test hook (RunConfig.failpoint "<step>:<marker>"): announce the step, then block to be killed."""
-        name, _, marker = self.plan.config.failpoint.partition(":")
-        if name != step or not marker:
+        """Test hook (RunConfig.failpoint "<step>:<marker>[:until-stop]"): announce the step, then block.
+
+        Plain: block (to be killed mid-batch). `until-stop`: hold the batch open until a stop is
+        requested, then finish it — so a test can ask for a stop while a batch is in flight.
+        """
+        name, _, rest = self.plan.config.failpoint.partition(":")
+        marker, _, mode = rest.partition(":")
+        if name != step or not marker or Path(marker).exists():
             return
         Path(marker).write_text(f"{os.getpid()} {batch_id}")
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
+        stop = lifecycle.stop_file(self.plan.job_dir)
+        while time.monotonic() < deadline and not (mode == "until-stop" and stop.exists()):
             time.sleep(0.2)
 
     # --- the driver's main loop ----------------------------------------------------------------
@@ -276,7 +331,7 @@ class Job:
             signal.signal(sig, lambda signum, _frame: stopping.append(signum))
         current = status.JobStatus(name=self.plan.spec.name, state="starting", pid=os.getpid())
         status.write(self.plan.job_dir, current)
-        stop_file = self.plan.job_dir / "stop"
+        stop_file = lifecycle.stop_file(self.plan.job_dir)
         stop_file.unlink(missing_ok=True)
         query = self.start(start, available_now=available_now)
         current = replace(current, state="running", app_id=self.app_id)

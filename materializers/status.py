@@ -88,10 +88,40 @@ def read(job_dir: Path) -> JobStatus | None:
 
 
 def alive(pid: int) -> bool:
+    """Whether the driver process still runs; an exited but not yet reaped (zombie) process does not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        # `kill 0` succeeds on a zombie: its parent (e.g. whoever started the driver) has not waited
+        # for it yet. The state letter follows the parenthesised command name in /proc/<pid>/stat.
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no procfs (not Linux): trust kill 0
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+COLUMNS = (  # title, field, alignment+width, number format
+    ("NAME", "name", "<12", ""),
+    ("STATE", "state", "<8", ""),
+    ("BATCH", "batch_id", ">6", ""),
+    ("LAG", "total_lag", ">8", ""),
+    ("IN/S", "input_rows_per_second", ">8", ".1f"),
+    ("OUT/S", "processed_rows_per_second", ">8", ".1f"),
+    ("LAST MS", "last_batch_ms", ">8", ""),
+    ("DLQ", "dead_letters", ">5", ""),
+)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The human view of `materializers status`: one line per job, last error cut to 60 chars (pure)."""
+    header = " ".join(f"{title:{width}}" for title, _key, width, _fmt in COLUMNS) + "  LAST ERROR"
+    lines = [header]
+    for row in rows:
+        cells = " ".join(f"{row[key]:{width}{fmt}}" for _title, key, width, fmt in COLUMNS)
+        error = " ".join(str(row.get("last_error", "")).split())[:60]
+        lines.append(f"{cells}  {error}")
+    return "\n".join(lines)

@@ -14,9 +14,11 @@ trip (in offset order within each partition, which keeps a stream's versions in 
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import redis
 
@@ -49,6 +51,8 @@ redis.call('HSET', KEYS[1], '_pos', pos)
 if mode == 'delete' then redis.call('HSET', KEYS[1], '_deleted', '1') end
 return 1
 """
+
+_LEN = struct.Struct(">I")
 
 Reject = tuple[str, int, int, bytes | None, bytes | None, str]  # topic, partition, offset, key, value, error
 
@@ -134,3 +138,66 @@ class RedisCache:
         client = self.client()
         keys = list(client.scan_iter(match=f"{self.prefix}:*", count=500))
         return int(client.delete(*keys)) if keys else 0
+
+    # --- snapshots (the job is stopped: nothing writes the prefix meanwhile) -------------------
+
+    def dump_to(self, path: Path) -> int:
+        """Write every key under the prefix (Redis DUMP payloads, keyed by entity) to `path`."""
+        client = self.client()
+        written = 0
+        with path.open("wb") as out:
+            chunk: list[bytes] = []
+            for key in client.scan_iter(match=f"{self.prefix}:*", count=1000):
+                chunk.append(key)
+                if len(chunk) >= PIPELINE:
+                    written += self._dump_chunk(client, chunk, out)
+                    chunk = []
+            written += self._dump_chunk(client, chunk, out)
+        return written
+
+    def _dump_chunk(self, client: redis.Redis, keys: list[bytes], out: IO[bytes]) -> int:
+        pipe = client.pipeline(transaction=False)
+        for key in keys:
+            pipe.dump(key)
+        written = 0
+        for key, payload in zip(keys, pipe.execute(), strict=True):
+            if payload is not None:  # deleted between SCAN and DUMP
+                out.write(pack_entry(key[len(self.prefix) + 1 :], payload))
+                written += 1
+        return written
+
+    def restore_from(self, path: Path) -> int:
+        """Replace everything under the prefix with the keys dumped to `path`."""
+        self.clear()
+        client = self.client()
+        pipe = client.pipeline(transaction=False)
+        restored = 0
+        for entity, payload in unpack_entries(path.read_bytes()):
+            pipe.restore(self.key(entity.decode()), 0, payload, replace=True)
+            restored += 1
+            if restored % PIPELINE == 0:
+                pipe.execute()
+        pipe.execute()
+        return restored
+
+
+def pack_entry(entity: bytes, payload: bytes) -> bytes:
+    """One dump-file entry: length-prefixed entity, then length-prefixed DUMP payload (pure)."""
+    return _LEN.pack(len(entity)) + entity + _LEN.pack(len(payload)) + payload
+
+
+def unpack_entries(data: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """The (entity, payload) entries of a dump file (pure); a truncated file raises ValueError."""
+    at = 0
+    while at < len(data):
+        fields = []
+        for _ in range(2):
+            if at + _LEN.size > len(data):
+                raise ValueError(f"Redis dump file is truncated at byte {at}; take a new snapshot")
+            (size,) = _LEN.unpack_from(data, at)
+            at += _LEN.size
+            if at + size > len(data):
+                raise ValueError(f"Redis dump file is truncated at byte {at}; take a new snapshot")
+            fields.append(data[at : at + size])
+            at += size
+        yield fields[0], fields[1]

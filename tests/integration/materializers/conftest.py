@@ -54,6 +54,17 @@ def run_config(endpoints: Endpoints, tmp_path: Path, uid: str) -> Callable[..., 
 
 
 @pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch, endpoints: Endpoints, tmp_path: Path, uid: str) -> Path:
+    """The CLI's environment (stack endpoints, a fresh home, a unique Redis prefix); returns the home."""
+    for name, value in endpoints.as_env().items():
+        monkeypatch.setenv(name, value)
+    home = tmp_path / "home"
+    monkeypatch.setenv("MATERIALIZERS_HOME", str(home))
+    monkeypatch.setenv("MATERIALIZERS_REDIS_PREFIX", f"mat-bad-{uid}")
+    return home
+
+
+@pytest.fixture
 def topics(endpoints: Endpoints) -> Iterator[Callable[[str], str]]:
     """Create a topic (1 partition, RF 1) named <prefix>-<uuid>; deleted (with its .dlq) at the end."""
     admin = AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap_servers})
@@ -205,6 +216,14 @@ def cdc_source(endpoints: Endpoints, uid: str) -> Iterator[Callable[[str], CdcSo
     yield make
     for source in made:
         source.close()
+
+
+def wait_for_failpoint(marker: Path, driver: Any, timeout: float = 240.0) -> None:
+    """Poll until a driver started with a failpoint has written its marker (it is then mid-batch)."""
+    deadline = time.monotonic() + timeout
+    while not marker.exists() and driver.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert marker.exists(), f"driver never reached its failpoint (exit {driver.poll()})"
 
 
 def run_once(spark: Any, plan: Any, start: str = "earliest") -> Any:

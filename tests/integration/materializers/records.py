@@ -64,3 +64,10 @@ class OrderEvents:
             schema=self.parsed[event_type],
             data=data,
         )
+
+
+def produce(producer: Any, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+    """Produce (key, value) pairs in order and wait until the broker has them all."""
+    for key, value in records:
+        producer.produce(topic, key=key, value=value)
+    producer.flush()

@@ -12,28 +12,18 @@ from materializers.cli import main
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, endpoints: Any, tmp_path: Path, uid: str) -> Path:
-    for name, value in endpoints.as_env().items():
-        monkeypatch.setenv(name, value)
-    home = tmp_path / "home"
-    monkeypatch.setenv("MATERIALIZERS_HOME", str(home))
-    monkeypatch.setenv("MATERIALIZERS_REDIS_PREFIX", f"mat-bad-{uid}")
-    return home
-
-
 def nothing_written(home: Path) -> bool:
     return not any(p.is_file() for p in home.rglob("*")) if home.exists() else True
 
 
-def test_unknown_materializer(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_materializer(cli_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["start", "prodcuts"]) == 2
     err = capsys.readouterr().err
     assert "no materializer named 'prodcuts'" in err and "orders, products" in err
-    assert nothing_written(env)
+    assert nothing_written(cli_env)
 
 
-def test_bad_offsets(env: Path, topics: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_offsets(cli_env: Path, topics: Any, capsys: pytest.CaptureFixture[str]) -> None:
     topic = topics("mat-bad")
     assert main(["start", "products", "--topic", topic, "--from", '{"x": {"0": 1']) == 2
     assert "offsets JSON is malformed" in capsys.readouterr().err
@@ -41,11 +31,11 @@ def test_bad_offsets(env: Path, topics: Any, capsys: pytest.CaptureFixture[str])
     assert "does not read" in capsys.readouterr().err
     assert main(["start", "products", "--topic", "mat-no-such-topic", "--from", "earliest"]) == 2
     assert "input topic 'mat-no-such-topic' does not exist" in capsys.readouterr().err
-    assert nothing_written(env)
+    assert nothing_written(cli_env)
 
 
 def test_checkpoint_of_another_query(
-    env: Path, topics: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cli_env: Path, topics: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     topic = topics("mat-bad")
     foreign = tmp_path / "foreign"
@@ -60,15 +50,15 @@ def test_checkpoint_of_another_query(
         main(["start", "products", "--topic", topic, "--checkpoint", str(foreign), "--from", "earliest"]) == 2
     )
     assert "belongs to materializer 'orders'" in capsys.readouterr().err
-    assert nothing_written(env)
+    assert nothing_written(cli_env)
 
 
 def test_missing_redis(
-    env: Path, topics: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    cli_env: Path, topics: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     topic = topics("mat-bad")
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
     assert main(["start", "products", "--topic", topic, "--from", "earliest"]) == 2
     err = capsys.readouterr().err
     assert "Redis at redis://127.0.0.1:1/0 does not answer" in err and "REDIS_URL" in err
-    assert nothing_written(env)
+    assert nothing_written(cli_env)

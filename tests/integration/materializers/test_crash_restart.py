@@ -7,11 +7,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import wait_for_failpoint
 from records import debezium
 
 from materializers import positions
@@ -53,10 +53,7 @@ def test_kill_mid_batch_then_restart(
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 180
-        while not marker.exists() and crashing.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert marker.exists(), f"driver never reached the failpoint (exit {crashing.poll()})"
+        wait_for_failpoint(marker, crashing)
     finally:
         os.killpg(crashing.pid, signal.SIGKILL)  # the driver and its JVM: a hard crash
         crashing.wait(30)

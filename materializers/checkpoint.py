@@ -1,0 +1,69 @@
+"""What a Spark streaming checkpoint says was committed: the last batch and the offsets it reached.
+
+Spark writes `offsets/<n>` (the planned end offsets of batch n) BEFORE running the batch and
+`commits/<n>` AFTER the sink (our foreachBatch, i.e. every view) finished it. So the offsets a view is
+guaranteed to reflect are those of the highest n that has BOTH files. A batch planned but not
+committed (a crash or a kill in between) may already be in the views too; replaying it is harmless
+because every view is idempotent on positions (see job.py).
+
+`offsets/<n>` is text: line 1 a version (`v1`), line 2 the batch metadata JSON, then one line per
+source (our jobs have exactly one, the Kafka source): `{"topic": {"partition": next_offset}}`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from materializers.errors import CheckpointMismatch
+
+Offsets = dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """The last committed batch id (-1 = none) and the source offsets it ended at."""
+
+    batch_id: int
+    offsets: Offsets
+    planned_batch_id: int  # highest offsets/<n>; > batch_id when a batch was planned but not committed
+
+
+def parse_offsets(text: str) -> Offsets:
+    """The Kafka source's offsets from an `offsets/<n>` file's text (pure)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 3 or not lines[0].startswith("v"):
+        raise CheckpointMismatch(
+            "a Spark offsets file has an unknown layout (expected a version line, metadata and one source "
+            "line); it was not written by this Spark version's Kafka source — start from a new checkpoint"
+        )
+    found = json.loads(lines[2])
+    return {t: {str(p): int(o) for p, o in parts.items()} for t, parts in found.items()}
+
+
+def batch_ids(directory: Path) -> list[int]:
+    """The batch ids a checkpoint log directory holds (Spark also keeps .crc and temp files there)."""
+    if not directory.is_dir():
+        return []
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+
+
+def committed(checkpoint: Path) -> Committed:
+    """Read the last committed batch and its end offsets from a checkpoint directory."""
+    planned = batch_ids(checkpoint / "offsets")
+    done = set(batch_ids(checkpoint / "commits")) & set(planned)
+    if not done:
+        return Committed(-1, {}, planned[-1] if planned else -1)
+    last = max(done)
+    offsets = parse_offsets((checkpoint / "offsets" / str(last)).read_text())
+    return Committed(last, offsets, planned[-1])
+
+
+def lag(offsets: Offsets, ends: Offsets) -> int:
+    """Records between the committed offsets and the topics' end offsets (pure)."""
+    return sum(
+        max(0, end - offsets.get(topic, {}).get(part, 0))
+        for topic, parts in ends.items()
+        for part, end in parts.items()
+    )
