@@ -34,7 +34,7 @@ status: venv ## show each service's pid, port, readiness and memory
 lint: venv ## ruff and mypy (strict on the packages)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy kafkakit cdc eventstore materializers docker/devstack
+	$(BIN)/mypy kafkakit cdc eventstore materializers docker/devstack demo
 
 unit: venv ## unit tests only (no services)
 	$(BIN)/pytest -m "not integration" tests
@@ -46,7 +46,7 @@ test: fetch lint ## everything: lint, unit and integration tests against the rea
 	$(BIN)/pytest tests
 
 demo: fetch ## the main job: the whole pipeline end to end on the real stack
-	$(BIN)/python demo/run.py
+	$(BIN)/python -m demo.run
 
 clean: down ## stop the stack and delete its state (.stack/)
 	rm -rf .stack
