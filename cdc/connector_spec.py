@@ -212,16 +212,6 @@ class ConnectorSpec:
             "topic.creation.default.partitions": str(self.topics.partitions),
             "topic.creation.default.replication.factor": str(self.topics.replication_factor),
             "topic.creation.default.cleanup.policy": "compact",
-            # Throughput and latency (bench/cdc_bench.py): hand records over every 25 ms instead of
-            # waiting up to 500 ms for a full batch, and let Connect's producer batch and compress
-            # (its 16 KB default batch holds three 5 KB change records; schemas compress ~25x).
-            "poll.interval.ms": "25",
-            "max.batch.size": "8192",
-            "max.queue.size": "32768",
-            "snapshot.fetch.size": "20000",
-            "producer.override.linger.ms": "10",
-            "producer.override.batch.size": "524288",
-            "producer.override.compression.type": "lz4",
         }
         if self.message_key_columns:
             config["message.key.columns"] = ";".join(
