@@ -16,6 +16,7 @@ import redis
 from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from cdc.slots import drop_slot
 from devstack.session import StackHandle
 
 pytestmark = pytest.mark.integration
@@ -132,22 +133,7 @@ def test_debezium_captures_snapshot_insert_update_delete_into_a_compacted_topic(
     finally:
         client.delete(f"/connectors/{name}")
         client.close()
-        _drop_slot(stack, slot)
-
-
-def _drop_slot(stack: StackHandle, slot: str) -> None:
-    deadline = time.monotonic() + 30
-    with psycopg.connect(stack.pg_dsn, autocommit=True) as conn:
-        while time.monotonic() < deadline:
-            row = conn.execute(
-                "select active from pg_replication_slots where slot_name = %s", (slot,)
-            ).fetchone()
-            if row is None:
-                return
-            if not row[0]:
-                conn.execute("select pg_drop_replication_slot(%s)", (slot,))
-                return
-            time.sleep(0.5)  # the deleted connector's task still holds the slot for a moment
+        drop_slot(stack.pg_dsn, slot, f"{slot}_pub")
 
 
 def test_schema_registry_stores_and_serves_an_avro_schema(stack: StackHandle) -> None:
