@@ -6,9 +6,14 @@ Guarantees (with `isolation.level=read_committed` readers):
 - Exactly once: for each batch, events, snapshots, outcomes (dedup memory) and replies are produced and
   the consumed command offsets are sent in ONE transaction. Killed mid-batch, the transaction aborts and
   the next owner re-reads the same commands against the same committed state.
-- Zombies are fenced twice: `transactional.id` is per instance (a restart with the same `--instance-id`
-  aborts the dead instance's open transaction at once), and the offsets carry the consumer group
-  generation (KIP-447), so a deposed owner's commit fails.
+- Zombies are fenced twice: the `transactional.id`s are per instance (a restart with the same
+  `--instance-id` aborts the dead instance's open transactions at once), and the offsets carry the
+  consumer group generation (KIP-447), so a deposed owner's commit fails.
+- Two transactional producers take turns, one batch each. The broker writes a transaction's commit
+  markers after it has answered the commit; a transaction begun at once on the SAME id is refused
+  (CONCURRENT_TRANSACTIONS) and retried after a backoff, which measured ~20 ms per batch here. On the
+  other id, batch n+1 starts while n's markers are written. Order still holds: n+1 begins only after
+  n's commit returned, so n's records precede n+1's in every partition.
 - Idempotent retries: an outcome is stored under its command id in the compacted outcomes topic, in the
   command's partition; a repeated command id gets the first outcome re-sent and appends nothing.
 
@@ -135,6 +140,7 @@ class CommandProcessor(Generic[S]):
         self._low_water: dict[int, int] = {}
         self.rebuilds: list[RebuildReport] = []
         self.timings = BatchTimings()
+        self.aborted = 0  # batches aborted and re-read (they took a producer's turn too)
         # Idle streams re-snapshotted per batch and partition at most (bounds a batch's extra work).
         self.refresh_limit = 500
         self._consumer = Consumer(
@@ -150,24 +156,34 @@ class CommandProcessor(Generic[S]):
                 **READ_COMMITTED,
             }
         )
-        self._producer = Producer(
-            {
-                "bootstrap.servers": config.bootstrap_servers,
-                "transactional.id": f"{config.name}.processor.{instance_id}",
-                "transaction.timeout.ms": config.transaction_timeout_ms,
-                "enable.idempotence": True,
-                # flush() ends every batch, so linger only decides how records are grouped while
-                # the batch is being handled (0: sent as produced, overlapping the Python work).
-                "linger.ms": linger_ms,
-            }
+        self._producers = tuple(
+            Producer(
+                {
+                    "bootstrap.servers": config.bootstrap_servers,
+                    "transactional.id": f"{config.name}.processor.{instance_id}.{turn}",
+                    "transaction.timeout.ms": config.transaction_timeout_ms,
+                    "enable.idempotence": True,
+                    # flush() ends every batch, so linger only decides how records are grouped while
+                    # the batch is being handled (0: sent as produced, overlapping the Python work).
+                    "linger.ms": linger_ms,
+                    # A refused AddPartitionsToTxn (previous markers still being written) is retried
+                    # after this backoff, growing exponentially; librdkafka's 100 ms default would
+                    # stall a whole batch.
+                    "retry.backoff.ms": 2,
+                    "retry.backoff.max.ms": 200,
+                }
+            )
+            for turn in range(2)
         )
+        self._producer = self._producers[0]
         self._reader = reader(config.bootstrap_servers)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
     def run(self, *, max_idle_s: float | None = None) -> None:
         """Process until `stop_requested` is set (e.g. by SIGTERM) or idle for `max_idle_s`."""
-        self._producer.init_transactions(self.config.transaction_timeout_ms / 1000)
+        for producer in self._producers:
+            producer.init_transactions(self.config.transaction_timeout_ms / 1000)
         self._consumer.subscribe(
             [self.config.commands_topic], on_assign=self._on_assign, on_revoke=self._on_revoke
         )
@@ -187,7 +203,8 @@ class CommandProcessor(Generic[S]):
         for client in (self._consumer, self._reader):
             with contextlib.suppress(RuntimeError):  # already closed
                 client.close()
-        self._producer.flush(5)
+        for producer in self._producers:
+            producer.flush(5)
 
     # --- rebalance -------------------------------------------------------------------------------
 
@@ -282,6 +299,7 @@ class CommandProcessor(Generic[S]):
         staged: Staged[S] = Staged()
         t = self.timings
         t0 = time.perf_counter()
+        self._producer = self._producers[(self.timings.batches + self.aborted) % len(self._producers)]
         self._producer.begin_transaction()
         try:
             for msg in msgs:
@@ -362,6 +380,7 @@ class CommandProcessor(Generic[S]):
         if not err.txn_requires_abort() and not err.retriable():
             raise EventStoreError(f"transaction failed and cannot be retried: {err}") from exc
         log.warning("aborting transaction (%s); re-reading the batch", err)
+        self.aborted += 1
         self._producer.abort_transaction()
         for partition, offset in staged.first_offsets.items():
             # A partition revoked meanwhile cannot be sought; its new owner starts from committed offsets.
