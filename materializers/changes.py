@@ -5,6 +5,10 @@ positions.py) through `op`:
 - "upsert": the full new row (CDC create/update/snapshot read);
 - "delete": the entity is gone (its position is kept by the views so older records cannot resurrect it);
 - "patch":  one event of a fold: set `set_fields`, remove `del_fields` (applies only on version n+1).
+`keep_fields` (array<string>) names the data fields the change does not carry because the source did
+not send them — Debezium's unchanged TOAST values (see debezium.py). They are absent from `set_fields`
+and null in the data columns; a view keeps the value it already has for them: the value of the newest
+change that did carry the field (`latest_per_entity`). Event decoders always leave it empty.
 Data columns (per materializer) follow. `src_*` columns carry the Kafka coordinates and original bytes
 so a change a view refuses can still be dead-lettered with everything needed to replay it.
 An *error* row is a record that could not be decoded: original key/value bytes, coordinates, reason.
@@ -26,6 +30,7 @@ CHANGE_COLUMNS = (
     "op",
     "set_fields",
     "del_fields",
+    "keep_fields",
     "event_ts",
     "src_topic",
     "src_partition",
@@ -49,3 +54,36 @@ def errors_of(changes: DataFrame, error: Column) -> DataFrame:
     from pyspark.sql import functions as F
 
     return changes.select(*[F.col(f"src_{c}").alias(c) for c in SOURCE_COLUMNS], error.alias("error"))
+
+
+def latest_per_entity(changes: DataFrame, extra: tuple[str, ...], data: tuple[str, ...]) -> DataFrame:
+    """One row per entity: its newest change's `position`, `op` and `extra` columns, and for each `data`
+    column the newest value a change *carried* (a change whose `keep_fields` does not name the column).
+
+    `carried_at` is a struct with one field per data column: the position of the change whose value was
+    taken, null when no change of the batch carried the column (its value is null then). A view keeps
+    the value it holds when the column was not carried, or was carried at a position not newer than the
+    view's own (a late record): see `keeps`.
+    """
+    from pyspark.sql import functions as F
+
+    def carried(column: str) -> Column:
+        return F.when(~F.array_contains("keep_fields", F.lit(column)), F.col("position"))
+
+    return (
+        changes.groupBy("entity")
+        .agg(
+            F.max_by(F.struct("position", "op", *extra), F.col("position")).alias("_latest"),
+            # max_by ignores rows whose ordering is null (checked on Spark 4.2), so a change that kept
+            # the column never supplies its value; max ignores them too.
+            *[F.max_by(F.col(f"`{c}`"), carried(c)).alias(c) for c in data],
+            F.struct(*[F.max(carried(c)).alias(c) for c in data]).alias("carried_at"),
+        )
+        .select("entity", "_latest.*", *data, "carried_at")
+    )
+
+
+def keeps(carried_at: str | None, held_at: str | None) -> bool:
+    """Whether a view keeps the value it holds (as of position `held_at`, None = no row) rather than
+    take the batch's value carried at `carried_at` (None = not carried)."""
+    return held_at is not None and (carried_at is None or carried_at <= held_at)

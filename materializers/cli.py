@@ -44,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument("--trigger", help="micro-batch interval, e.g. 1s, 500ms (default 1s)")
     start.add_argument("--master", help="Spark master URL (default local[2])")
     start.add_argument("--available-now", action="store_true", help="process what is there, then exit")
+    start.add_argument(
+        "--max-offsets-per-trigger", help="cap on records per micro-batch (default 0: all available)"
+    )
     for p in (
         start,
         sub.add_parser("verify", help="compare a view with its source of truth; exit 1 on differences"),
@@ -55,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--checkpoint", help="checkpoint directory (default <home>/<name>/checkpoint)")
         p.add_argument("--dlq-topic", help="dead-letter topic (default <topic>.dlq)")
         p.add_argument("--redis-prefix", help="Redis key prefix (default mat)")
+        p.add_argument("--views", help="views to keep, e.g. cache,warehouse (default cache,search,warehouse)")
 
     snap = sub.add_parser("snapshot", help="snapshot a stopped job's views + the offsets they reflect")
     snap.add_argument("name")
@@ -87,7 +91,18 @@ def _parser() -> argparse.ArgumentParser:
 def _config(args: argparse.Namespace) -> RunConfig:
     flags = {
         k: getattr(args, k, None)
-        for k in ("home", "topic", "table", "checkpoint", "dlq_topic", "redis_prefix", "trigger", "master")
+        for k in (
+            "home",
+            "topic",
+            "table",
+            "checkpoint",
+            "dlq_topic",
+            "redis_prefix",
+            "trigger",
+            "master",
+            "views",
+            "max_offsets_per_trigger",
+        )
     }
     return RunConfig.from_env().with_overrides(**flags)
 

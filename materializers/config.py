@@ -22,6 +22,9 @@ ENV_TOPIC = "MATERIALIZERS_TOPIC"
 ENV_DLQ_TOPIC = "MATERIALIZERS_DLQ_TOPIC"
 ENV_TABLE = "MATERIALIZERS_TABLE"
 ENV_REDIS_PREFIX = "MATERIALIZERS_REDIS_PREFIX"
+ENV_VIEWS = "MATERIALIZERS_VIEWS"
+ENV_MAX_OFFSETS = "MATERIALIZERS_MAX_OFFSETS_PER_TRIGGER"
+VIEWS = ("cache", "search", "warehouse")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,6 +48,8 @@ class RunConfig:
     table: str = ""  # Postgres table `verify` compares a CDC view with; "" = the default
     redis_prefix: str = "mat"
     checkpoint: str = ""  # "" = <home>/<name>/checkpoint
+    views: tuple[str, ...] = VIEWS  # which of the materializer's views this run keeps
+    max_offsets_per_trigger: int = 0  # records per micro-batch; 0 = everything available
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RunConfig:
@@ -63,6 +68,8 @@ class RunConfig:
             dlq_topic=env.get(ENV_DLQ_TOPIC, ""),
             table=env.get(ENV_TABLE, ""),
             redis_prefix=env.get(ENV_REDIS_PREFIX) or "mat",
+            views=parse_views(env.get(ENV_VIEWS) or ",".join(VIEWS)),
+            max_offsets_per_trigger=parse_max_offsets(env.get(ENV_MAX_OFFSETS) or "0"),
         )
 
     def with_overrides(self, **flags: str | None) -> RunConfig:
@@ -77,14 +84,21 @@ class RunConfig:
             "table",
             "redis_prefix",
             "checkpoint",
+            "views",
+            "max_offsets_per_trigger",
         }
         if unknown:
             raise ConfigError(f"unknown run setting(s) {sorted(unknown)}")
+        typed: dict[str, object] = dict(given)
         if "trigger" in given:
-            given["trigger"] = normalize_trigger(given["trigger"])
-        home = given.pop("home", None)
-        updated = replace(self, **given)  # type: ignore[arg-type]
-        return replace(updated, home=Path(home)) if home else updated
+            typed["trigger"] = normalize_trigger(given["trigger"])
+        if "views" in given:
+            typed["views"] = parse_views(given["views"])
+        if "max_offsets_per_trigger" in given:
+            typed["max_offsets_per_trigger"] = parse_max_offsets(given["max_offsets_per_trigger"])
+        home = typed.pop("home", None)
+        updated = replace(self, **typed)  # type: ignore[arg-type]
+        return replace(updated, home=Path(str(home))) if home else updated
 
     def job_dir(self, name: str) -> Path:
         # Absolute: Delta resolves `delta.`<path>`` identifiers only for absolute paths.
@@ -105,3 +119,23 @@ def normalize_trigger(text: str) -> str:
     if len(parts) == 2 and parts[0].isdigit() and parts[1].rstrip("s") in ("millisecond", "second", "minute"):
         return value
     raise ConfigError(f"trigger {text!r} not understood; write e.g. 1s, 500ms or 2m")
+
+
+def parse_views(text: str) -> tuple[str, ...]:
+    """`cache,warehouse` -> the views in canonical order; an unknown or empty list is refused."""
+    named = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = sorted(set(named) - set(VIEWS))
+    if unknown or not named:
+        raise ConfigError(
+            f"views {text!r} not understood; name one or more of {', '.join(VIEWS)} separated by commas"
+        )
+    return tuple(v for v in VIEWS if v in named)
+
+
+def parse_max_offsets(text: str) -> int:
+    """Records per micro-batch: a non-negative integer (0 = no limit)."""
+    if not text.strip().isdigit():
+        raise ConfigError(
+            f"max offsets per trigger {text!r} must be a non-negative integer (records per batch, 0 = no limit)"
+        )
+    return int(text)

@@ -7,12 +7,20 @@ Assumptions: value = {"schema": ..., "payload": {"before", "after", "source": {"
 row's later change always has a higher one. Numeric columns arrive as strings
 (decimal.handling.mode=string) so no precision is lost on the way to the views. A snapshot read and
 the first streamed change of a row can share an LSN; see `positions.cdc` for the tie-break.
+Unchanged TOAST values: with REPLICA IDENTITY DEFAULT an update that leaves a large (TOASTed) column
+alone reaches Debezium without it, and the connector puts its `unavailable.value.placeholder`
+(default `__debezium_unavailable_value`) in `after`. Such a column is named in `keep_fields`, left out
+of `set_fields` and null in its data column, so the placeholder never reaches a view. Detection compares
+the column's value as a string with the placeholder: text-like columns (text, varchar, json, numeric as
+string) and bytea read as `binary` (Spark decodes the base64); an array column holding the placeholder
+is not detected.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cdc.values import DEFAULT_UNAVAILABLE_PLACEHOLDER
 from materializers import positions
 from materializers.changes import ERROR_COLUMNS, SOURCE_COLUMNS, source_coordinates
 
@@ -48,9 +56,17 @@ def _error(payload: Column, entity: Column) -> Column:
 
 
 def decode(
-    df: DataFrame, *, data_columns: tuple[str, ...], data_ddl: str, key_column: str
+    df: DataFrame,
+    *,
+    data_columns: tuple[str, ...],
+    data_ddl: str,
+    key_column: str,
+    unavailable_placeholder: str = DEFAULT_UNAVAILABLE_PLACEHOLDER,
 ) -> tuple[DataFrame, DataFrame]:
-    """(changes, errors) from raw Kafka rows (key, value, topic, partition, offset, ...)."""
+    """(changes, errors) from raw Kafka rows (key, value, topic, partition, offset, ...).
+
+    `unavailable_placeholder` must match the connector's `unavailable.value.placeholder`.
+    """
     from pyspark.sql import functions as F
 
     parsed = df.where(F.col("value").isNotNull()).select(
@@ -64,11 +80,20 @@ def decode(
     errors = parsed.where(F.col("error").isNotNull()).select(*ERROR_COLUMNS)
     good = parsed.where(F.col("error").isNull())
     deleted = F.col("p.op") == "d"
-    data = [F.when(deleted, F.lit(None)).otherwise(F.col(f"p.after.`{c}`")).alias(c) for c in data_columns]
+    # null for a delete (no `after`), so a delete keeps nothing.
+    unavailable = {c: F.col(f"p.after.`{c}`").cast("string") == unavailable_placeholder for c in data_columns}
+    carried = {
+        c: F.when(deleted | unavailable[c], F.lit(None)).otherwise(F.col(f"p.after.`{c}`"))
+        for c in data_columns
+    }
+    keep = F.filter(
+        F.array(*[F.when(unavailable[c], F.lit(c)) for c in data_columns]).cast("array<string>"),
+        lambda name: name.isNotNull(),
+    )
     fields = F.map_filter(
         F.map_from_arrays(
             F.array(*[F.lit(c) for c in data_columns]),
-            F.array(*[F.col(f"p.after.`{c}`").cast("string") for c in data_columns]),
+            F.array(*[carried[c].cast("string") for c in data_columns]),
         ),
         lambda _k, v: v.isNotNull(),
     )
@@ -82,8 +107,9 @@ def decode(
         F.when(deleted, F.lit("delete")).otherwise(F.lit("upsert")).alias("op"),
         F.when(deleted, F.create_map().cast("map<string,string>")).otherwise(fields).alias("set_fields"),
         F.array().cast("array<string>").alias("del_fields"),
+        keep.alias("keep_fields"),
         F.timestamp_millis(F.coalesce(F.col("p.source.ts_ms"), F.col("p.ts_ms"))).alias("event_ts"),
         *source_coordinates(),
-        *data,
+        *[carried[c].alias(c) for c in data_columns],
     )
     return changes, errors

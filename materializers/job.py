@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from kafkakit.positions import StartPosition, parse_offsets_json
 from materializers import checkpoint, dead_letters, lifecycle, positions, status
 from materializers.avro_events import WriterSchemas
+from materializers.changes import latest_per_entity
 from materializers.config import RunConfig
 from materializers.errors import CheckpointMismatch, SourceUnavailable
 from materializers.spec import Materializer
@@ -50,6 +51,7 @@ REDIS_COLUMNS = (
     "op",
     "set_fields",
     "del_fields",
+    "keep_fields",
     "src_topic",
     "src_partition",
     "src_offset",
@@ -104,9 +106,12 @@ class JobPlan:
     def search(self) -> SearchIndex | None:
         return (
             SearchIndex(self.view_dir / "search", self.spec.search_fields)
-            if self.spec.search_fields
+            if self.spec.search_fields and self.keeps("search")
             else None
         )
+
+    def keeps(self, view: str) -> bool:
+        return view in self.config.views
 
     def warehouse(self) -> DeltaWarehouse:
         return DeltaWarehouse(self.view_dir / "delta", self.spec.data_ddl, self.spec.current_table)
@@ -205,12 +210,14 @@ class Job:
 
     def prepare(self) -> None:
         """Fail before anything is written: Redis, the topic, the checkpoint's owner; then create state."""
-        self.cache.check()
+        if self.plan.keeps("cache"):
+            self.cache.check()
         bootstrap = self.plan.config.endpoints.kafka_bootstrap_servers
         topic_partitions(bootstrap, self.plan.topic)
         self.app_id = claim_checkpoint(self.plan)
         ensure_topic(bootstrap, self.plan.dlq_topic)
-        self.warehouse.ensure_tables(self.spark)
+        if self.plan.keeps("warehouse"):
+            self.warehouse.ensure_tables(self.spark)
         if self.index is not None:
             self.index.index()
 
@@ -229,6 +236,8 @@ class Job:
             .option("includeHeaders", "true")
             .options(**options)
         )
+        if self.plan.config.max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", str(self.plan.config.max_offsets_per_trigger))
         writer = (
             reader.load()
             .writeStream.queryName(f"{self.plan.spec.name}-{self.app_id[-8:]}")
@@ -253,22 +262,25 @@ class Job:
             self._dead_letter(errors)
             if not changes.isEmpty():
                 self._failpoint("before-views", batch_id)
-                rejects = (
-                    changes.select(*REDIS_COLUMNS).rdd.mapPartitions(self.cache.apply_partition).collect()
-                )
-                if rejects:
-                    self._dead_letter(dead_letters.rejects_frame(batch.sparkSession, rejects))
+                if self.plan.keeps("cache"):
+                    self._cache(changes)
                 self._failpoint("after-cache", batch_id)
                 if self.index is not None:
                     self._index(changes, batch_id)
-                self.warehouse.write_batch(changes, self.app_id, batch_id, self.plan.spec.data_columns)
+                if self.plan.keeps("warehouse"):
+                    self.warehouse.write_batch(changes, self.app_id, batch_id, self.plan.spec.data_columns)
                 self._failpoint("after-warehouse", batch_id)
-            if (batch_id + 1) % self.plan.config.optimize_every == 0:
+            if self.plan.keeps("warehouse") and (batch_id + 1) % self.plan.config.optimize_every == 0:
                 self.warehouse.optimize(batch.sparkSession)
             changes.unpersist()
             errors.unpersist()
         finally:
             batch.unpersist()
+
+    def _cache(self, changes: DataFrame) -> None:
+        rejects = changes.select(*REDIS_COLUMNS).rdd.mapPartitions(self.cache.apply_partition).collect()
+        if rejects:
+            self._dead_letter(dead_letters.rejects_frame(changes.sparkSession, rejects))
 
     def _dead_letter(self, errors: DataFrame) -> None:
         count = errors.count()
@@ -285,19 +297,16 @@ class Job:
             )
 
     def _index(self, changes: DataFrame, batch_id: int) -> None:
-        from pyspark.sql import functions as F
-
         assert self.index is not None
         fields = self.plan.spec.search_fields
-        latest = changes.groupBy("entity").agg(
-            F.max_by(F.struct("position", "op", *fields), F.col("position")).alias("c")
-        )
+        latest = latest_per_entity(changes, (), fields)
         docs = [
             SearchChange(
                 entity=r["entity"],
-                position=r["c"]["position"],
-                deleted=r["c"]["op"] == "delete",
-                fields={f: r["c"][f] for f in fields},
+                position=r["position"],
+                deleted=r["op"] == "delete",
+                fields={f: r[f] for f in fields},
+                carried_at={f: at for f, at in r["carried_at"].asDict().items() if at is not None},
             )
             for r in latest.collect()
         ]

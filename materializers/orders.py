@@ -112,6 +112,7 @@ def transform(df: DataFrame, schemas: WriterSchemas) -> tuple[DataFrame, DataFra
         .withColumn("op", F.lit("patch"))
         .withColumn("set_fields", sets)
         .withColumn("del_fields", dels)
+        .withColumn("keep_fields", F.array().cast("array<string>"))  # events always carry their fields
         .select(*CHANGE_COLUMNS, "event_type", *WANTED)
     )
     return changes, errors.unionByName(unknown)

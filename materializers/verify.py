@@ -78,12 +78,12 @@ def delta_current(plan: JobPlan) -> dict[str, dict[str, str]]:
 def verify_cdc(plan: JobPlan) -> list[Difference]:
     cols = plan.spec.data_columns
     truth = postgres_rows(plan.config.endpoints.pg_dsn, plan.config.table or plan.spec.default_table, cols)
-    diffs = compare("cache", truth, plan.cache().entities())
+    diffs = compare("cache", truth, plan.cache().entities()) if plan.keeps("cache") else []
     index = plan.search()
     if index is not None:
         searchable = {e: {k: v for k, v in row.items() if k in index.text_fields} for e, row in truth.items()}
         diffs += compare("search", searchable, index.live_documents())
-    if plan.spec.current_table:
+    if plan.spec.current_table and plan.keeps("warehouse"):
         diffs += compare("warehouse.current", truth, delta_current(plan))
     return diffs
 
@@ -152,7 +152,9 @@ def event_fold(plan: JobPlan) -> tuple[dict[str, dict[str, str]], int]:
 
 def verify_events(plan: JobPlan) -> list[Difference]:
     expected, events = event_fold(plan)
-    diffs = compare("cache", expected, plan.cache().entities())
+    diffs = compare("cache", expected, plan.cache().entities()) if plan.keeps("cache") else []
+    if not plan.keeps("warehouse"):
+        return diffs
     rows = delta_warehouse.query(
         plan.warehouse().history_path,
         "SELECT count(*) AS n, count(DISTINCT entity || '/' || position) AS d FROM t",

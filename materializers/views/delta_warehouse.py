@@ -3,12 +3,17 @@
 Tables under `root`:
 - `current/` (optional): one row per entity, `deleted` kept as a soft flag with its position so an
   older record can never re-insert a deleted entity; readers filter `deleted = false`;
-- `history/`: append-only, one row per (entity, position), partitioned by `event_date`.
+- `history/`: append-only, one row per (entity, position), partitioned by `event_date`; a data column
+  the source did not send (an unchanged TOAST value, named in the change's `keep_fields`) is null
+  there: "not sent by the source", not "set to null".
 Commit order for a micro-batch (driver; Spark commits the checkpoint only after all of them):
 1. history: drop (entity, position) pairs already in the table (only the batch's dates are read,
    partition pruning), then append with writer options txnAppId/txnVersion = (app id, batch id):
    a re-run of the same batch is skipped by Delta, a replay of old offsets adds no duplicates;
-2. current: MERGE the latest change per entity where the incoming position is newer; the session
+2. current: MERGE the latest change per entity where the incoming position is newer. Each data column
+   takes the newest value a change of the batch carried (`changes.latest_per_entity`); the row keeps
+   its own value where no change carried the column, or carried it at a position not newer than the
+   row's (`merge_assignments`, the SQL twin of `changes.keeps`); a new row has null there. The session
    confs spark.databricks.delta.write.txnAppId/txnVersion make Delta skip a re-run of the same batch
    (verified on delta-spark 4.4.0: the second MERGE with the same txnVersion commits nothing);
 3. every `optimize_every` batches: OPTIMIZE (compaction) of both tables.
@@ -22,8 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from materializers.changes import latest_per_entity
+
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -90,20 +97,15 @@ class DeltaWarehouse:
         from pyspark.sql import functions as F
 
         spark = changes.sparkSession
-        latest = (
-            changes.groupBy("entity")
-            .agg(
-                F.max_by(F.struct("position", "op", "event_ts", *data_columns), F.col("position")).alias("c")
-            )
-            .select(
-                "entity",
-                "c.position",
-                (F.col("c.op") == "delete").alias("deleted"),
-                F.col("c.event_ts").alias("updated_at"),
-                *[F.col(f"c.`{n}`").alias(n) for n in data_columns],
-            )
+        latest = latest_per_entity(changes, ("event_ts",), data_columns).select(
+            "entity",
+            "position",
+            (F.col("op") == "delete").alias("deleted"),
+            F.col("event_ts").alias("updated_at"),
+            *data_columns,
+            "carried_at",
         )
-        columns = ["position", "deleted", "updated_at", *data_columns]
+        inserted = ["entity", "position", "deleted", "updated_at", *data_columns]
         spark.conf.set(TXN_APP_ID, app_id)
         spark.conf.set(TXN_VERSION, str(batch_id))
         try:
@@ -111,8 +113,8 @@ class DeltaWarehouse:
                 DeltaTable.forPath(spark, self.current_path)
                 .alias("t")
                 .merge(latest.alias("s"), "t.entity = s.entity")
-                .whenMatchedUpdate(condition="s.position > t.position", set={c: f"s.`{c}`" for c in columns})
-                .whenNotMatchedInsertAll()
+                .whenMatchedUpdate(condition="s.position > t.position", set=merge_assignments(data_columns))
+                .whenNotMatchedInsert(values={c: f"s.`{c}`" for c in inserted})
                 .execute()
             )
         finally:
@@ -125,6 +127,16 @@ class DeltaWarehouse:
         paths = [self.history_path, *([self.current_path] if self.current else [])]
         for path in paths:
             DeltaTable.forPath(spark, path).optimize().executeCompaction()
+
+
+def merge_assignments(data_columns: tuple[str, ...]) -> dict[str, str | Column]:
+    """The MERGE's update of a current row `t` from the batch's row `s` (pure): state columns from `s`;
+    a data column from `s` only where the batch carried it at a position newer than `t`'s."""
+    assignments: dict[str, str | Column] = {c: f"s.`{c}`" for c in ("position", "deleted", "updated_at")}
+    for c in data_columns:
+        at = f"s.carried_at.`{c}`"
+        assignments[c] = f"CASE WHEN {at} IS NULL OR {at} <= t.position THEN t.`{c}` ELSE s.`{c}` END"
+    return assignments
 
 
 def query(path: str, sql: str) -> list[dict[str, object]]:

@@ -4,9 +4,13 @@ Key `<prefix>:<entity>` is a hash of the entity's fields plus `_pos` (the positi
 fixed-width string) and `_deleted` ("1" after a delete). One Lua script applies a change atomically:
 1. read `_pos`; if the incoming position is not newer, do nothing (replay, duplicate, late record);
 2. for a patch (event fold) require exactly version `_pos` + 1, else report a gap and do nothing;
-3. upsert: replace all fields; delete: drop all fields but keep `_pos` and mark `_deleted`, so an
+3. upsert: replace all fields, except the change's `keep_fields` (unchanged values the source did not
+   send): their stored values are read before the hash is dropped and written back (a field the hash
+   does not hold stays absent); delete: drop all fields but keep `_pos` and mark `_deleted`, so an
    older record arriving later cannot resurrect the entity; patch: set/remove the given fields;
 4. store the new `_pos`.
+Script arguments: position, op, number of set pairs, number of kept fields, the set pairs (name, value),
+the kept field names, then the fields to remove.
 Because every step is conditional on the position, applying a micro-batch twice (a re-run after a
 crash) or replaying old offsets changes nothing. Writes run on executors, `PIPELINE` changes per round
 trip (in offset order within each partition, which keeps a stream's versions in order).
@@ -31,18 +35,31 @@ APPLY_LUA = """
 local stored = redis.call('HGET', KEYS[1], '_pos')
 local pos, mode = ARGV[1], ARGV[2]
 if stored and pos <= stored then return 0 end
+local nset, nkeep = tonumber(ARGV[3]), tonumber(ARGV[4])
+local first_keep = 5 + 2 * nset
 if mode == 'patch' then
   local expected = (stored and tonumber(stored) or 0) + 1
   if tonumber(pos) ~= expected then return -1 end
 else
+  local kept = {}
+  if mode == 'upsert' then
+    for j = first_keep, first_keep + nkeep - 1 do
+      local value = redis.call('HGET', KEYS[1], ARGV[j])
+      if value then
+        kept[#kept + 1] = ARGV[j]
+        kept[#kept + 1] = value
+      end
+    end
+  end
   redis.call('DEL', KEYS[1])
+  if #kept > 0 then redis.call('HSET', KEYS[1], unpack(kept)) end
 end
-local n = tonumber(ARGV[3])
-local i = 4
-for _ = 1, n do
+local i = 5
+for _ = 1, nset do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
   i = i + 2
 end
+i = first_keep + nkeep
 while i <= #ARGV do
   redis.call('HDEL', KEYS[1], ARGV[i])
   i = i + 1
@@ -94,9 +111,11 @@ class RedisCache:
         pipe = client.pipeline(transaction=False)
         for row in rows:
             sets = {k: v for k, v in (row["set_fields"] or {}).items() if v is not None}
-            args: list[str] = [row["position"], row["op"], str(len(sets))]
+            keep = list(row["keep_fields"] or ())
+            args: list[str] = [row["position"], row["op"], str(len(sets)), str(len(keep))]
             for name, value in sets.items():
                 args += [name, value]
+            args += keep
             args += list(row["del_fields"] or ())
             script(keys=[self.key(row["entity"])], args=args, client=pipe)
         for row, result in zip(rows, pipe.execute(), strict=True):

@@ -6,7 +6,10 @@ Commit order for a batch (driver):
 2. for each entity (latest change of the batch only), look up the stored position and keep the
    change only if it is newer (a replay from older offsets changes nothing);
 3. delete-by-term the entity's document and add the new one — a live doc, or a tombstone doc
-   (`live`="false", position kept) for a delete, so a late older record cannot resurrect it;
+   (`live`="false", position kept) for a delete, so a late older record cannot resurrect it. A text
+   field the batch did not carry (an unchanged value the source did not send, see changes.py), or
+   carried only at a position not newer than the stored document's, keeps the stored document's value
+   (`document_fields`);
 4. replace the batch marker document, then ONE commit: documents and marker become visible atomically.
 Tantivy is single-writer and local: on a cluster the index lives on the driver (the batch is collected
 there), so it scales with what the driver can hold per batch; a shared index would need a search
@@ -15,25 +18,48 @@ server (OpenSearch — not runnable here) or one writer partition.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import tantivy
 
+from materializers.changes import keeps
 from materializers.errors import ViewUnavailable
 
 MARKER_PREFIX = "__batch__:"
 HEAP_BYTES = 50_000_000
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SearchChange:
+    """An entity's newest change of a batch; `fields` holds the newest value each field was carried
+    with and `carried_at` the position of that change (a field absent from it was not carried)."""
+
     entity: str
     position: str
     deleted: bool
-    fields: Mapping[str, str]
+    fields: Mapping[str, str | None]
+    carried_at: Mapping[str, str]
+
+
+def document_fields(
+    change: SearchChange, stored: Mapping[str, Sequence[str]] | None, text_fields: tuple[str, ...]
+) -> dict[str, str]:
+    """The text fields of the change's live document (pure): the change's value where it carried one
+    newer than the stored document (`stored`: Tantivy's doc dict, None if absent), else the stored one."""
+    held_at = stored["position"][0] if stored else None
+    found: dict[str, str] = {}
+    for name in text_fields:
+        if keeps(change.carried_at.get(name), held_at):
+            values = (stored or {}).get(name) or ()
+            value = values[0] if values else None
+        else:
+            value = change.fields.get(name)
+        if value is not None:
+            found[name] = value
+    return found
 
 
 @dataclass(slots=True)
@@ -97,9 +123,7 @@ class SearchIndex:
                     "live": "false" if change.deleted else "true",
                 }
                 if not change.deleted:
-                    doc.update(
-                        {k: v for k, v in change.fields.items() if k in self.text_fields and v is not None}
-                    )
+                    doc.update(document_fields(change, stored, self.text_fields))
                 writer.add_document(tantivy.Document(**doc))
                 changed += 1
             writer.delete_documents_by_term("key", MARKER_PREFIX + app_id)

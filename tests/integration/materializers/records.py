@@ -9,15 +9,28 @@ from typing import Any
 import httpx
 from fastavro import parse_schema
 
+from cdc.values import DEFAULT_UNAVAILABLE_PLACEHOLDER
 from materializers import event_shape
 
 
-def debezium(entity: int, lsn: int, op: str, row: dict[str, Any] | None) -> tuple[bytes, bytes]:
-    """(key, value) as Debezium's JsonConverter with schemas writes them (schemas abridged)."""
+def debezium(
+    entity: int,
+    lsn: int,
+    op: str,
+    row: dict[str, Any] | None,
+    *,
+    unavailable: tuple[str, ...] = (),
+    placeholder: str = DEFAULT_UNAVAILABLE_PLACEHOLDER,
+) -> tuple[bytes, bytes]:
+    """(key, value) as Debezium's JsonConverter with schemas writes them (schemas abridged).
+
+    `unavailable` columns get `placeholder` in `after`, as for an unchanged TOASTed column.
+    """
     key = {"schema": {"type": "struct"}, "payload": {"id": entity}}
+    after = {"id": entity, **(row or {}), **dict.fromkeys(unavailable, placeholder)}
     payload = {
         "before": None,
-        "after": None if op == "d" else {"id": entity, **(row or {})},
+        "after": None if op == "d" else after,
         "source": {"lsn": lsn, "ts_ms": 1_764_000_000_000 + lsn, "connector": "postgresql"},
         "op": op,
         "ts_ms": 1_764_000_000_000 + lsn,

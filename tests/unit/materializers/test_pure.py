@@ -99,6 +99,20 @@ def test_bad_trigger_and_env() -> None:
     assert (config.topic, config.trigger, config.endpoints.redis_url) == ("x", "5 seconds", "redis://h:1/0")
 
 
+def test_views_and_max_offsets_settings() -> None:
+    config = RunConfig.from_env({"MATERIALIZERS_VIEWS": "warehouse, cache"})
+    assert config.views == ("cache", "warehouse")  # canonical order whatever the order given
+    flagged = config.with_overrides(views="search", max_offsets_per_trigger="250000")
+    assert (flagged.views, flagged.max_offsets_per_trigger) == (("search",), 250_000)
+    assert RunConfig().views == ("cache", "search", "warehouse") and RunConfig().max_offsets_per_trigger == 0
+    with pytest.raises(ConfigError, match="cache, search, warehouse"):
+        RunConfig().with_overrides(views="cache,elastic")
+    with pytest.raises(ConfigError, match="cache, search, warehouse"):
+        RunConfig.from_env({"MATERIALIZERS_VIEWS": " , "})
+    with pytest.raises(ConfigError, match="non-negative integer"):
+        RunConfig().with_overrides(max_offsets_per_trigger="-5")
+
+
 def test_lag_and_progress() -> None:
     progress = {
         "batchId": 4,

@@ -1,0 +1,183 @@
+"""Unchanged TOAST values (Debezium's `__debezium_unavailable_value`) keep what every view holds.
+
+With REPLICA IDENTITY DEFAULT an update that leaves a large column alone reaches Debezium without it
+and the connector sends a placeholder instead; the views must keep the value of the newest change that
+carried the column, across batches, inside one batch, and against late records.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import read_all, run_once, wait_for_end_offset
+from records import debezium, produce
+
+from cdc.values import DEFAULT_UNAVAILABLE_PLACEHOLDER
+from materializers import checkpoint, positions
+from materializers import debezium as dbz
+from materializers.job import JobPlan
+from materializers.products import COLUMNS, DATA_DDL, PRODUCTS, TABLE_DDL
+from materializers.verify import verify
+from materializers.views.delta_warehouse import query
+
+pytestmark = pytest.mark.integration
+
+DESC = "description"
+BIG1 = "walnut " * 2000
+BIG2 = "linen " * 2000
+BIG2B = "zebra " * 2000
+BIG3 = "copper " * 2000
+
+
+def row(entity: int, price: str, description: str | None = None) -> dict[str, Any]:
+    found: dict[str, Any] = {"name": f"p{entity}", "price": price, "stock": entity}
+    if description is not None:
+        found[DESC] = description
+    return found
+
+
+def keep(entity: int, lsn: int, price: str) -> tuple[bytes, bytes]:
+    """An update of the price only: the description arrives as the placeholder."""
+    return debezium(entity, lsn, "u", row(entity, price), unavailable=(DESC,))
+
+
+def test_unchanged_toast_keeps_the_views_value(
+    spark: Any, topics: Any, producer: Any, run_config: Any
+) -> None:
+    topic = topics("mat-toast")
+    plan = JobPlan.of(PRODUCTS, run_config(topic=topic))
+    produce(
+        producer,
+        topic,
+        [
+            debezium(1, 100, "c", row(1, "1.00", BIG1)),
+            debezium(2, 110, "c", row(2, "2.00", BIG2)),
+            debezium(4, 120, "c", row(4, "4.00", "four-a")),
+            debezium(4, 150, "u", row(4, "4.10", "four-b")),
+        ],
+    )
+    run_once(spark, plan)
+    produce(
+        producer,
+        topic,
+        [
+            keep(1, 200, "1.50"),  # placeholder in a later batch than the value
+            debezium(2, 210, "u", row(2, "2.50", BIG2B)),  # one batch: a new description ...
+            keep(2, 220, "2.75"),  # ... then the placeholder
+            debezium(3, 230, "c", row(3, "3.00", BIG3)),  # one batch: insert, then placeholder
+            keep(3, 240, "3.50"),
+            keep(5, 250, "5.00"),  # never seen with a description: the views have none
+        ],
+    )
+    run_once(spark, plan)
+    produce(
+        producer,
+        topic,
+        [
+            keep(1, 300, "1.75"),  # a second placeholder update in a third batch
+            keep(3, 310, "3.75"),
+            debezium(4, 140, "u", row(4, "4.40", "four-late")),  # late: older than what the views hold
+            keep(4, 400, "4.50"),  # so this keeps "four-b", not the late record's description
+        ],
+    )
+    run_once(spark, plan)
+    assert checkpoint.batch_ids(plan.checkpoint / "commits") == [0, 1, 2]  # one batch per run
+
+    expected = {
+        "1": {"name": "p1", DESC: BIG1, "price": "1.75", "stock": "1"},
+        "2": {"name": "p2", DESC: BIG2B, "price": "2.75", "stock": "2"},
+        "3": {"name": "p3", DESC: BIG3, "price": "3.75", "stock": "3"},
+        "4": {"name": "p4", DESC: "four-b", "price": "4.50", "stock": "4"},
+        "5": {"name": "p5", "price": "5.00", "stock": "5"},
+    }
+    assert plan.cache().entities() == expected
+
+    index = plan.search()
+    assert index is not None
+    assert index.live_documents() == {
+        e: {k: v for k, v in fields.items() if k in ("name", DESC)} for e, fields in expected.items()
+    }
+    assert index.search("zebra") == ["2"] and index.search("linen") == []
+
+    current = query(
+        plan.warehouse().current_path,
+        "SELECT entity, position, deleted, name, description, price, stock FROM t ORDER BY entity",
+    )
+    assert current == [
+        {
+            "entity": e,
+            "position": positions.cdc(lsn, snapshot=False),
+            "deleted": False,
+            "name": fields["name"],
+            DESC: fields.get(DESC),
+            "price": fields["price"],
+            "stock": int(fields["stock"]),
+        }
+        for (e, fields), lsn in zip(expected.items(), (300, 220, 310, 400, 250), strict=True)
+    ]
+
+    history = query(
+        plan.warehouse().history_path, "SELECT entity, position, description, price FROM t ORDER BY position"
+    )
+    by_lsn = {positions.decode(str(r["position"])): r for r in history}
+    assert sorted(by_lsn) == [100, 110, 120, 140, 150, 200, 210, 220, 230, 240, 250, 300, 310, 400]
+    not_sent = {200, 220, 240, 250, 300, 310, 400}
+    assert {lsn for lsn, r in by_lsn.items() if r[DESC] is None} == not_sent  # "not sent by the source"
+    assert by_lsn[220]["price"] == "2.75" and by_lsn[210][DESC] == BIG2B
+
+
+def test_decode_takes_the_connectors_placeholder(spark: Any) -> None:
+    records = [
+        debezium(1, 10, "u", row(1, "1.00"), unavailable=(DESC,), placeholder="<toast>"),
+        debezium(2, 20, "u", row(2, "2.00", DEFAULT_UNAVAILABLE_PLACEHOLDER)),
+        debezium(3, 30, "d", None),
+    ]
+    raw = spark.createDataFrame(
+        [(k, v, "t", 0, i) for i, (k, v) in enumerate(records)],
+        "key binary, value binary, topic string, partition int, offset long",
+    )
+
+    def decoded(**placeholder: str) -> dict[str, Any]:
+        changes, errors = dbz.decode(
+            raw, data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id", **placeholder
+        )
+        assert errors.count() == 0
+        return {r["entity"]: r for r in changes.collect()}
+
+    custom = decoded(unavailable_placeholder="<toast>")
+    assert custom["1"]["keep_fields"] == [DESC] and custom["1"][DESC] is None
+    assert custom["1"]["set_fields"] == {"name": "p1", "price": "1.00", "stock": "1"}
+    assert custom["2"]["keep_fields"] == [] and custom["2"][DESC] == DEFAULT_UNAVAILABLE_PLACEHOLDER
+    assert custom["3"]["keep_fields"] == [] and custom["3"]["set_fields"] == {}
+    default = decoded()
+    assert default["1"]["keep_fields"] == [] and default["1"][DESC] == "<toast>"
+    assert default["2"]["keep_fields"] == [DESC] and DESC not in default["2"]["set_fields"]
+
+
+def test_real_connector_with_default_replica_identity(
+    spark: Any, cdc_source: Any, run_config: Any, endpoints: Any
+) -> None:
+    source = cdc_source(TABLE_DDL)
+    pg = source.pg
+    # EXTERNAL: stored out of line uncompressed, so the 20 kB description is TOASTed for sure.
+    pg.execute(f"ALTER TABLE {source.table} ALTER COLUMN description SET STORAGE EXTERNAL")  # type: ignore[arg-type]
+    pg.execute(f"INSERT INTO {source.table} VALUES (1, 'lamp', %s, 10.00, 1)", (BIG1,))  # type: ignore[arg-type]
+    source.start()  # snapshot read of 1
+    pg.execute(f"INSERT INTO {source.table} VALUES (2, 'rug', %s, 20.00, 2)", (BIG2,))  # type: ignore[arg-type]
+    pg.execute(f"UPDATE {source.table} SET price = 11.00 WHERE id = 1")  # type: ignore[arg-type]
+    pg.execute(f"UPDATE {source.table} SET price = 21.00 WHERE id = 2")  # type: ignore[arg-type]
+    wait_for_end_offset(endpoints.kafka_bootstrap_servers, source.topic, 4)
+    plan = JobPlan.of(PRODUCTS, run_config(topic=source.topic, table=f"public.{source.table}"))
+    run_once(spark, plan)
+    pg.execute(f"UPDATE {source.table} SET price = 12.00, stock = 5 WHERE id = 1")  # type: ignore[arg-type]
+    wait_for_end_offset(endpoints.kafka_bootstrap_servers, source.topic, 5)
+    run_once(spark, plan)
+
+    sent = [m.value() for m in read_all(endpoints.kafka_bootstrap_servers, source.topic)]
+    placeholder = DEFAULT_UNAVAILABLE_PLACEHOLDER.encode()
+    assert sum(placeholder in v for v in sent) == 3  # the connector really left the description out
+    assert [str(d) for d in verify(plan)] == []
+    assert plan.cache().read("1") == {"name": "lamp", DESC: BIG1, "price": "12.00", "stock": "5"}
+    index = plan.search()
+    assert index is not None and index.live_documents()["2"] == {"name": "rug", DESC: BIG2}
