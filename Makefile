@@ -48,5 +48,8 @@ test: fetch lint ## everything: lint, unit and integration tests against the rea
 demo: fetch ## the main job: the whole pipeline end to end on the real stack
 	$(BIN)/python -m demo.run
 
+bench: fetch ## every benchmark side by side with its baseline (ours vs raw Kafka, eventsourcing, a hand-written loop); QUICK=1 for small sizes
+	$(BIN)/python bench/run_all.py $(if $(QUICK),--quick,)
+
 clean: down ## stop the stack and delete its state (.stack/)
 	rm -rf .stack

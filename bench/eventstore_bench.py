@@ -338,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="one small round (~1 minute)")
     parser.add_argument("--label", default="", help="a note stored with the results (e.g. what changed)")
     parser.add_argument("--linger-ms", type=float, default=0, help="the processor producer's linger.ms")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where eventstore.json/.md go")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     plan = plan_for(args.quick)
@@ -445,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
         admin.delete_topics([raw_topic, *store_topics])
 
     report = build_report(plan, samples, timings, time.monotonic() - started, args.label)
-    write(report)
+    write(report, args.out_dir)
     return 0
 
 
@@ -525,9 +526,9 @@ def analysis(report: dict[str, Any]) -> list[str]:
     ]
 
 
-def write(report: dict[str, Any]) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "eventstore.json").write_text(json.dumps(report, indent=2) + "\n")
+def write(report: dict[str, Any], out_dir: Path = RESULTS) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "eventstore.json").write_text(json.dumps(report, indent=2) + "\n")
     r, q, p = report["results"], report["ratios"], report["processor"]
     lines = [
         f"# Event store benchmark ({report['when']}{', ' + report['label'] if report['label'] else ''})",
@@ -557,7 +558,7 @@ def write(report: dict[str, Any]) -> None:
     ]
     lines += ["", *analysis(report)]
     text = "\n".join(lines) + "\n"
-    (RESULTS / "eventstore.md").write_text(text)
+    (out_dir / "eventstore.md").write_text(text)
     print(text)
 
 
