@@ -14,19 +14,26 @@ from typing import TYPE_CHECKING
 from materializers.views.redis_cache import Reject
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame
 
 H_ERROR = "dlq-error"
 H_TOPIC = "dlq-source-topic"
 H_PARTITION = "dlq-source-partition"
 H_OFFSET = "dlq-source-offset"
 H_MATERIALIZER = "dlq-materializer"
-REJECT_DDL = "topic string, partition int, offset long, key binary, value binary, error string"
+REJECT_DDL = "topic string, partition int, offset long, error string"
 
 
-def rejects_frame(spark: SparkSession, rejects: Sequence[Reject]) -> DataFrame:
-    rows = [(t, p, o, k, v, e) for t, p, o, k, v, e in rejects]
-    return spark.createDataFrame(rows, REJECT_DDL)
+def rejects_frame(batch: DataFrame, rejects: Sequence[Reject]) -> DataFrame:
+    """Error rows for changes a view refused, their original bytes taken back from the raw batch.
+
+    Views are handed coordinates only: shipping every record's bytes through the shuffle and to
+    the Python workers, for the rare refusal, cost more than the rest of the change.
+    """
+    refused = batch.sparkSession.createDataFrame(list(rejects), REJECT_DDL)
+    return refused.join(
+        batch.select("topic", "partition", "offset", "key", "value"), ["topic", "partition", "offset"]
+    )
 
 
 def write(errors: DataFrame, *, bootstrap: str, topic: str, materializer: str) -> None:

@@ -55,8 +55,6 @@ REDIS_COLUMNS = (
     "src_topic",
     "src_partition",
     "src_offset",
-    "src_key",
-    "src_value",
 )
 
 
@@ -257,13 +255,20 @@ class Job:
         batch = batch.persist()
         try:
             changes, errors = self.plan.spec.transform(batch, self.schemas)
-            changes = changes.repartition("entity").sortWithinPartitions("entity", "position").persist()
+            # The original bytes stay in the raw batch (dead letters join them back): shuffled and
+            # cached with every change they would dominate its size.
+            changes = (
+                changes.drop("src_key", "src_value")
+                .repartition("entity")
+                .sortWithinPartitions("entity", "position")
+                .persist()
+            )
             errors = errors.persist()
             self._dead_letter(errors)
             if not changes.isEmpty():
                 self._failpoint("before-views", batch_id)
                 if self.plan.keeps("cache"):
-                    self._cache(changes)
+                    self._cache(changes, batch)
                 self._failpoint("after-cache", batch_id)
                 if self.index is not None:
                     self._index(changes, batch_id)
@@ -277,10 +282,10 @@ class Job:
         finally:
             batch.unpersist()
 
-    def _cache(self, changes: DataFrame) -> None:
+    def _cache(self, changes: DataFrame, batch: DataFrame) -> None:
         rejects = changes.select(*REDIS_COLUMNS).rdd.mapPartitions(self.cache.apply_partition).collect()
         if rejects:
-            self._dead_letter(dead_letters.rejects_frame(changes.sparkSession, rejects))
+            self._dead_letter(dead_letters.rejects_frame(batch, rejects))
 
     def _dead_letter(self, errors: DataFrame) -> None:
         count = errors.count()

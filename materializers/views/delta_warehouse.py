@@ -79,9 +79,18 @@ class DeltaWarehouse:
             "entity", "position", "op", "event_ts", "src_topic", "src_partition", "src_offset", *data_columns
         ).withColumn("event_date", F.to_date("event_ts"))
         rows = rows.dropDuplicates(["entity", "position"])
-        dates = [r["event_date"] for r in rows.select("event_date").distinct().collect()]
-        existing = spark.read.format("delta").load(self.history_path).where(F.col("event_date").isin(dates))
-        fresh = rows.join(existing.select("entity", "position"), ["entity", "position"], "left_anti")
+        dates = [r["d"] for r in changes.select(F.to_date("event_ts").alias("d")).distinct().collect()]
+        keys = rows.select("entity", "position")
+        # The batch's keys are broadcast and the table's matching rows found by a plain scan: the
+        # table, which grows with every batch, is never shuffled.
+        already = (
+            spark.read.format("delta")
+            .load(self.history_path)
+            .where(F.col("event_date").isin(dates))
+            .select("entity", "position")
+            .join(F.broadcast(keys), ["entity", "position"], "left_semi")
+        )
+        fresh = rows.join(already, ["entity", "position"], "left_anti")
         (
             fresh.write.format("delta")
             .mode("append")

@@ -71,7 +71,7 @@ return 1
 
 _LEN = struct.Struct(">I")
 
-Reject = tuple[str, int, int, bytes | None, bytes | None, str]  # topic, partition, offset, key, value, error
+Reject = tuple[str, int, int, str]  # source topic, partition, offset; error
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +124,6 @@ class RedisCache:
                     row["src_topic"],
                     row["src_partition"],
                     row["src_offset"],
-                    row["src_key"],
-                    row["src_value"],
                     f"version gap: {row['entity']} at {int(row['position'])} but the cache has not seen the version before it",
                 )
 
