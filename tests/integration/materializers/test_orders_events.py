@@ -83,3 +83,25 @@ def test_order_fold_facts_and_dead_letters(
     )[0]
     assert facts == {"n": 7, "d": 7}
     assert [str(d) for d in verify(plan)] == []
+
+
+def test_version_gap_dead_letter_keeps_the_original_bytes(
+    spark: Any, topics: Any, producer: Any, run_config: Any, endpoints: Any, uid: str
+) -> None:
+    """The cache refuses v3 after v1 (v2 missing); the dead letter carries v3's exact key and value."""
+    events = OrderEvents(endpoints.schema_registry_url, uid)
+    topic = topics("mat-orders-gap")
+    first = events.record("g-1", 1, "order.created", order_id="g-1", customer_id="c-1")
+    skipped = events.record("g-1", 3, "order.placed", order_id="g-1", total_cents=5)
+    for key, value, headers in (first, skipped):
+        producer.produce(topic, key=key, value=value, headers=headers)
+    producer.flush()
+
+    plan = JobPlan.of(ORDERS, run_config(topic=topic))
+    job = run_once(spark, plan)
+    assert job.dead_letters == 1
+    assert plan.cache().read("g-1") == {"order_id": "g-1", "customer_id": "c-1", "status": "draft"}
+    [letter] = read_all(endpoints.kafka_bootstrap_servers, plan.dlq_topic)
+    headers = dict(letter.headers())
+    assert (letter.key(), letter.value()) == (skipped[0], skipped[1])
+    assert headers["dlq-source-offset"] == b"1" and b"version gap" in headers["dlq-error"]

@@ -1,0 +1,749 @@
+"""Benchmark: materializer backfill into each view, and commit→view latency at a steady row rate.
+
+Side by side in one run (results in bench/results/materializers.json + .md):
+1. Backfill: `--records` (default 2,000,000) Debezium-shaped product rows (JsonConverter envelope WITH
+   its schema, as Debezium writes them; produced by this script so the run does not wait 3 minutes
+   for a snapshot) on a 2-partition topic, read from offset 0 by the products materializer with ONE
+   view at a time (`--views cache|search|warehouse`) on `local[2]`, in micro-batches of
+   `records / 8` so the driver's memory can be watched as the input grows. Baselines on the same
+   topic: a hand-written confluent-kafka consumer loop applying the same Redis view (the same Lua
+   script, so the same position check) one round trip per record, and the same loop pipelined per
+   consumed batch.
+2. Latency: a real Postgres table captured by a real Debezium connector, updated at `--rate` rows/s
+   (default 2,000) for `--seconds`, while the products materializer (all three views, its own driver
+   process through the `materializers` CLI) runs; a row's commit→view latency is the time from its
+   commit until a poller sees the new value in the view (5 rows of every commit are followed; cache
+   polled every 50 ms, search and warehouse every 250 ms: that interval bounds the resolution).
+Needs a running stack (`make up`, `source .stack/env`). Timing on a shared 2-core machine is noisy:
+read the ratios, and re-run before drawing conclusions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import redis
+from cdc_bench import summarize_ms
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from cdc.connect_client import ConnectClient
+from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec
+from cdc.preflight import run_preflight
+from cdc.slots import drop_slot
+from kafkakit.positions import parse_start
+from materializers import checkpoint, rebuild, spark_session
+from materializers.config import VIEWS, RunConfig, parse_views
+from materializers.job import Job, JobPlan
+from materializers.products import PRODUCTS, TABLE_DDL
+from materializers.views.delta_warehouse import query
+from materializers.views.redis_cache import APPLY_LUA, RedisCache
+
+OUT = Path(__file__).parent / "results" / "materializers.json"
+SAMPLED_PER_COMMIT = 5
+DESCRIPTION = "A sturdy everyday product, built to last; ships in recycled packaging. " * 3
+
+# Debezium's JsonConverter (schemas.enable=true) envelope schema for the products table, as the
+# connector writes it on every record: parsing it is part of the real cost of decoding CDC JSON.
+_ROW_FIELDS = [
+    {"type": "int32", "optional": False, "field": "id"},
+    {"type": "string", "optional": False, "field": "name"},
+    {"type": "string", "optional": True, "field": "description"},
+    {"type": "string", "optional": False, "field": "price"},
+    {"type": "int32", "optional": False, "default": 0, "field": "stock"},
+]
+_SOURCE_FIELDS = [
+    {"type": t, "optional": o, "field": f}
+    for t, o, f in (
+        ("string", False, "version"),
+        ("string", False, "connector"),
+        ("string", False, "name"),
+        ("int64", False, "ts_ms"),
+        ("string", True, "snapshot"),
+        ("string", False, "db"),
+        ("string", True, "sequence"),
+        ("int64", True, "ts_us"),
+        ("int64", True, "ts_ns"),
+        ("string", False, "schema"),
+        ("string", False, "table"),
+        ("int64", True, "txId"),
+        ("int64", True, "lsn"),
+        ("int64", True, "xmin"),
+    )
+]
+VALUE_SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {"type": "struct", "fields": _ROW_FIELDS, "optional": True, "name": "bench.Value", "field": "before"},
+        {"type": "struct", "fields": _ROW_FIELDS, "optional": True, "name": "bench.Value", "field": "after"},
+        {
+            "type": "struct",
+            "fields": _SOURCE_FIELDS,
+            "optional": False,
+            "name": "io.debezium.connector.postgresql.Source",
+            "field": "source",
+        },
+        {"type": "string", "optional": False, "field": "op"},
+        {"type": "int64", "optional": True, "field": "ts_ms"},
+    ],
+    "optional": False,
+    "name": "bench.Envelope",
+    "version": 2,
+}
+KEY_SCHEMA = {
+    "type": "struct",
+    "fields": [{"type": "int32", "optional": False, "field": "id"}],
+    "optional": False,
+    "name": "bench.Key",
+}
+
+
+def snapshot_record(entity: int, lsn: int) -> tuple[bytes, bytes]:
+    """One snapshot read (op "r") of product `entity`, as Debezium's JsonConverter writes it."""
+    ts = 1_764_000_000_000 + entity // 1000
+    after = {
+        "id": entity,
+        "name": f"Product {entity}",
+        "description": DESCRIPTION,
+        "price": f"{entity % 10_000 / 100:.2f}",
+        "stock": entity % 97,
+    }
+    source = {
+        "version": "3.6.1.Final",
+        "connector": "postgresql",
+        "name": "bench",
+        "ts_ms": ts,
+        "snapshot": "true",
+        "db": "postgres",
+        "sequence": None,
+        "ts_us": ts * 1000,
+        "ts_ns": ts * 1_000_000,
+        "schema": "public",
+        "table": "products",
+        "txId": 700,
+        "lsn": lsn,
+        "xmin": None,
+    }
+    payload = {"before": None, "after": after, "source": source, "op": "r", "ts_ms": ts}
+    key = {"schema": KEY_SCHEMA, "payload": {"id": entity}}
+    return json.dumps(key).encode(), json.dumps({"schema": VALUE_SCHEMA, "payload": payload}).encode()
+
+
+def produce_snapshot(bootstrap: str, topic: str, records: int) -> float:
+    """Produce `records` snapshot reads (entities 1..records); return seconds taken."""
+    began = time.monotonic()
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000, "compression.type": "lz4"}
+    )
+    for entity in range(1, records + 1):
+        key, value = snapshot_record(entity, 50_000_000)
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    if producer.flush(120):
+        raise RuntimeError("the benchmark topic could not be filled (flush timed out)")
+    return time.monotonic() - began
+
+
+# ------------------------------------------------------------------------------ memory sampling
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass
+class MemorySampler:
+    """RSS of the Python driver and the Spark driver JVM (which, in local mode, runs the executors)."""
+
+    jvm_pid: int
+    every_s: float = 0.5
+    samples: list[tuple[float, int, int]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    @contextmanager
+    def running(self) -> Iterator[MemorySampler]:
+        thread = threading.Thread(target=self._loop, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            thread.join()
+
+    def _loop(self) -> None:
+        began = time.monotonic()
+        while not self._stop.wait(self.every_s):
+            self.samples.append((time.monotonic() - began, rss_bytes(os.getpid()), rss_bytes(self.jvm_pid)))
+
+    def by_quarter(self) -> dict[str, list[float]]:
+        """Max RSS (MiB) per quarter of the run: flat memory = the last quarter near the second."""
+        if not self.samples:
+            return {}
+        end = self.samples[-1][0] or 1.0
+        quarters: dict[str, list[float]] = {"python_driver_mib": [0.0] * 4, "jvm_driver_mib": [0.0] * 4}
+        for at, py, jvm in self.samples:
+            q = min(int(4 * at / end), 3)
+            quarters["python_driver_mib"][q] = max(quarters["python_driver_mib"][q], py / 2**20)
+            quarters["jvm_driver_mib"][q] = max(quarters["jvm_driver_mib"][q], jvm / 2**20)
+        return {k: [round(v, 1) for v in vs] for k, vs in quarters.items()}
+
+
+# ------------------------------------------------------------------------------------ backfill
+
+
+def backfill(spark: Any, plan: JobPlan, records: int) -> dict[str, Any]:
+    """Run the job over the whole topic (availableNow); rows/s over the query's wall time."""
+    jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
+    sampler = MemorySampler(jvm_pid)
+    with sampler.running():
+        began = time.monotonic()
+        query_ = Job(spark, plan).start(parse_start("earliest"), available_now=True)
+        query_.awaitTermination(3600)
+        seconds = time.monotonic() - began
+    if query_.exception() is not None or query_.isActive:
+        raise RuntimeError(f"backfill of {plan.config.views} did not finish: {query_.exception()}")
+    batches = [p for p in query_.recentProgress if p["numInputRows"]]
+    processed = sum(int(p["numInputRows"]) for p in batches)
+    if processed != records:
+        raise RuntimeError(f"backfill read {processed} records, expected {records}")
+    return {
+        "seconds": round(seconds, 2),
+        "rows_per_s": round(records / seconds),
+        "rows_per_s_per_core": round(records / seconds / 2),
+        "batches": len(batches),
+        "batch_seconds": [round(p["batchDuration"] / 1000, 2) for p in batches],
+        "driver_rss_by_quarter": sampler.by_quarter(),
+    }
+
+
+def view_size(plan: JobPlan, view: str) -> int:
+    if view == "cache":
+        return sum(1 for _ in plan.cache().client().scan_iter(match=f"{plan.redis_prefix}:*", count=5000))
+    if view == "search":
+        index = plan.search()
+        assert index is not None
+        searcher = index.index().searcher()
+        return int(searcher.num_docs) - 1  # the batch marker document
+    rows = query(plan.warehouse().current_path, "SELECT count(*) AS n FROM t")
+    return int(rows[0]["n"])  # type: ignore[call-overload]
+
+
+def unlink_prefix(url: str, prefix: str) -> None:
+    client = redis.Redis.from_url(url)
+    batch: list[bytes] = []
+    for key in client.scan_iter(match=f"{prefix}:*", count=5000):
+        batch.append(key)
+        if len(batch) >= 5000:
+            client.unlink(*batch)
+            batch = []
+    if batch:
+        client.unlink(*batch)
+
+
+def hand_written_loop(
+    config: RunConfig, topic: str, records: int, prefix: str, pipelined: bool
+) -> dict[str, Any]:
+    """What a user writes without Spark: consume, decode, apply the view's Lua script per record."""
+    client = redis.Redis.from_url(config.endpoints.redis_url)
+    script = client.register_script(APPLY_LUA)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": config.endpoints.kafka_bootstrap_servers,
+            "group.id": f"bench-loop-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": True,
+        }
+    )
+    consumer.subscribe([topic])
+    seen, began = 0, time.monotonic()
+    try:
+        while seen < records:
+            msgs = [m for m in consumer.consume(500, 1.0) if m.error() is None and m.value() is not None]
+            target = client.pipeline(transaction=False) if pipelined else client
+            for msg in msgs:
+                payload = json.loads(msg.value())["payload"]
+                after = payload["after"]
+                # position, op, fields set, fields kept (none: a snapshot carries every column)
+                args = [f"{payload['source']['lsn']:020d}0", "upsert", "4", "0"]
+                for name in ("name", "description", "price", "stock"):
+                    args += [name, str(after[name])]
+                script(keys=[f"{prefix}:{after['id']}"], args=args, client=target)
+            if pipelined and msgs:
+                target.execute()  # type: ignore[union-attr]
+            seen += len(msgs)
+    finally:
+        consumer.close()
+    seconds = time.monotonic() - began
+    return {"seconds": round(seconds, 2), "rows_per_s": round(records / seconds)}
+
+
+def run_backfill(base: RunConfig, records: int, work: Path, tag: str) -> dict[str, Any]:
+    bootstrap = base.endpoints.kafka_bootstrap_servers
+    topic = f"bench-mat-backfill-{tag}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(timeout=30)
+    results: dict[str, Any] = {"records": records, "topic_partitions": 2, "master": base.master}
+    try:
+        print(f"producing {records} Debezium-shaped records to {topic} ...", flush=True)
+        results["produce_seconds"] = round(produce_snapshot(bootstrap, topic, records), 2)
+        spark = spark_session.build(base.master, "bench-materializers-backfill")
+        try:
+            for view in ("cache", "search", "warehouse"):
+                plan = JobPlan.of(
+                    PRODUCTS,
+                    replace(
+                        base,
+                        topic=topic,
+                        home=work / view,
+                        redis_prefix=f"bench-{tag}-{view}",
+                        views=(view,),
+                        max_offsets_per_trigger=max(records // 8, 1),
+                    ),
+                )
+                print(f"backfill -> {view} ...", flush=True)
+                results[view] = backfill(spark, plan, records)
+                results[view]["view_rows"] = view_size(plan, view)
+                print(f"  {results[view]['rows_per_s']} rows/s", flush=True)
+                if view == "cache":
+                    unlink_prefix(base.endpoints.redis_url, plan.redis_prefix)
+                shutil.rmtree(work / view, ignore_errors=True)
+        finally:
+            spark.stop()
+        for name, pipelined in (("hand_written_loop", False), ("hand_written_loop_pipelined", True)):
+            prefix = f"bench-{tag}-{name}"
+            print(f"baseline {name} ...", flush=True)
+            results[name] = hand_written_loop(base, topic, records, prefix, pipelined)
+            results[name]["view_rows"] = sum(
+                1
+                for _ in redis.Redis.from_url(base.endpoints.redis_url).scan_iter(
+                    match=f"{prefix}:*", count=5000
+                )
+            )
+            unlink_prefix(base.endpoints.redis_url, prefix)
+    finally:
+        admin.delete_topics([topic, f"{topic}.dlq"])
+    return results
+
+
+# ------------------------------------------------------------------------------------- latency
+
+
+@dataclass
+class Pending:
+    entity: int
+    stamp: int
+    committed_at: float
+
+
+@dataclass
+class Prober:
+    """Polls one view for the rows the writer committed; records commit→visible latency (ms)."""
+
+    name: str
+    every_s: float
+    seen_stamp: Callable[[list[int]], dict[int, int]]
+    pending: list[Pending] = field(default_factory=list)
+    latencies_ms: list[float] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stop: threading.Event = field(default_factory=threading.Event)
+    measuring: threading.Event = field(default_factory=threading.Event)
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, rows: list[Pending]) -> None:
+        with self.lock:
+            self.pending.extend(rows)
+
+    def loop(self) -> None:
+        while not self.stop.wait(self.every_s):
+            with self.lock:
+                todo, self.pending = self.pending, []
+            if not todo:
+                continue
+            try:
+                stamps = self.seen_stamp(sorted({p.entity for p in todo}))
+            except Exception as exc:  # a view mid-commit: try again next round
+                self.errors.append(str(exc))
+                stamps = {}
+            now = time.time()
+            left = []
+            for p in todo:
+                if stamps.get(p.entity, -1) >= p.stamp:
+                    if self.measuring.is_set():
+                        self.latencies_ms.append((now - p.committed_at) * 1000)
+                else:
+                    left.append(p)
+            self.add(left)
+
+
+def cache_stamps(cache: RedisCache) -> Callable[[list[int]], dict[int, int]]:
+    client = cache.client()
+
+    def read(entities: list[int]) -> dict[int, int]:
+        pipe = client.pipeline(transaction=False)
+        for e in entities:
+            pipe.hget(cache.key(str(e)), "stock")
+        return {e: int(v) for e, v in zip(entities, pipe.execute(), strict=True) if v is not None}
+
+    return read
+
+
+def warehouse_stamps(plan: JobPlan) -> Callable[[list[int]], dict[int, int]]:
+    path = plan.warehouse().current_path
+
+    def read(entities: list[int]) -> dict[int, int]:
+        wanted = ",".join(f"'{e}'" for e in entities)
+        rows = query(path, f"SELECT entity, stock FROM t WHERE entity IN ({wanted})")
+        return {int(str(r["entity"])): int(str(r["stock"])) for r in rows}
+
+    return read
+
+
+def search_stamps(plan: JobPlan) -> Callable[[list[int]], dict[int, int]]:
+    import tantivy
+
+    def read(entities: list[int]) -> dict[int, int]:
+        index = plan.search()
+        assert index is not None
+        opened = tantivy.Index.open(str(index.path))
+        searcher = opened.searcher()
+        found = {}
+        for e in entities:
+            hits = searcher.search(tantivy.Query.term_query(opened.schema, "key", str(e)), 1).hits
+            if hits:
+                name = searcher.doc(hits[0][1]).to_dict().get("name", [""])[0]
+                found[e] = int(name.rsplit(" ", 1)[-1]) if " rev " in name else 0
+        return found
+
+    return read
+
+
+class PacedUpdates(threading.Thread):
+    """Updates `rate` rows/s in 20 commits/s; each row's new stock (and name) is a rising stamp."""
+
+    def __init__(self, dsn: str, table: str, rows: int, rate: int, probers: list[Prober]) -> None:
+        super().__init__(daemon=True)
+        self.dsn, self.table, self.rows, self.rate, self.probers = dsn, table, rows, rate, probers
+        self.stop = threading.Event()
+        self.updated = 0
+        self.behind_s = 0.0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        per_commit, interval = max(1, self.rate // 20), 1 / 20
+        rng = random.Random(7)
+        stamp = 1
+        try:
+            with psycopg.connect(self.dsn) as conn:
+                began = time.perf_counter()
+                while not self.stop.is_set():
+                    due = began + (stamp - 1) * interval
+                    now = time.perf_counter()
+                    if due > now:
+                        time.sleep(due - now)
+                    else:
+                        self.behind_s = max(self.behind_s, now - due)
+                    ids = rng.sample(range(1, self.rows + 1), per_commit)
+                    conn.execute(
+                        f"update {self.table} set stock = %s, name = 'Product ' || id || ' rev ' || %s "
+                        "where id = any(%s)".encode(),
+                        (stamp, stamp, ids),
+                    )
+                    conn.commit()
+                    committed = time.time()
+                    self.updated += per_commit
+                    # A sample of each commit (100 rows/s at 20 commits/s): polling every row
+                    # would make the poller the machine's biggest CPU user once the views lag.
+                    for prober in self.probers:
+                        prober.add([Pending(e, stamp, committed) for e in ids[:SAMPLED_PER_COMMIT]])
+                    stamp += 1
+        except BaseException as exc:  # handed to the main thread
+            self.error = exc
+
+
+def load_table(dsn: str, schema: str, rows: int) -> str:
+    table = f"{schema}.products"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"create schema {schema}".encode())
+        conn.execute(f"create table {table} ({TABLE_DDL})".encode())
+        conn.execute(
+            f"insert into {table} (id, name, description, price, stock) "
+            "select g, 'Product ' || g, %s, (g %% 10000) / 100.0, 0 from generate_series(1, %s) g".encode(),
+            (DESCRIPTION, rows),
+        )
+    return table
+
+
+def start_job(plan: JobPlan, trigger: str, log_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """One materializer driver through the CLI, keeping the plan's views only."""
+    c = plan.config
+    args = [sys.executable, "-m", "materializers.cli", "--home", str(c.home), "start", "products",
+            "--from", "earliest", "--trigger", trigger, "--topic", c.topic, "--table", c.table,
+            "--redis-prefix", c.redis_prefix, "--views", ",".join(c.views)]  # fmt: skip
+    with log_path.open("wb") as out:
+        return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env})
+
+
+def run_latency(
+    base: RunConfig,
+    rows: int,
+    rate: int,
+    seconds: float,
+    trigger: str,
+    layout: tuple[tuple[str, ...], ...],
+    work: Path,
+    tag: str,
+) -> dict[str, Any]:
+    schema = f"bench_mat_{tag}"
+    table = load_table(base.endpoints.pg_dsn, schema, rows)
+    spec = ConnectorSpec(
+        name=f"bench-mat-{tag}",
+        database=DatabaseSpec.from_dsn(base.endpoints.pg_dsn),
+        topic_prefix=f"benchmat{tag}",
+        tables=(table,),
+        heartbeat=HeartbeatSpec(enabled=False),
+    )
+    connect = ConnectClient(base.endpoints.kafka_connect_url)
+    # One driver per group of views: the plan of the driver that keeps a view is where it lives.
+    plans = [
+        JobPlan.of(
+            PRODUCTS,
+            replace(
+                base,
+                topic=spec.topic_for(table),
+                table=table,
+                home=work / f"latency-{'-'.join(views)}",
+                redis_prefix=f"bench-{tag}-lat",
+                views=views,
+            ),
+        )
+        for views in layout
+    ]
+    owner = {view: plan for plan in plans for view in plan.config.views}
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        run_preflight(spec)
+        connect.apply(spec.name, spec.to_config())
+        connect.wait_running(spec.name, timeout=120)
+        connect.wait_snapshot_complete(spec.name, timeout=300)
+        for plan in plans:
+            log_path = work / f"latency-{'-'.join(plan.config.views)}.log"
+            procs.append(start_job(plan, trigger, log_path, base.endpoints.as_env()))
+        for plan, proc in zip(plans, procs, strict=True):
+            _wait_until(partial(_caught_up, plan), 600, proc, "the job never caught up with the snapshot")
+        probers = [
+            Prober("cache", 0.05, cache_stamps(owner["cache"].cache())),
+            Prober("search", 0.25, search_stamps(owner["search"])),
+            Prober("warehouse", 0.25, warehouse_stamps(owner["warehouse"])),
+        ]
+        threads = [threading.Thread(target=p.loop, daemon=True) for p in probers]
+        for t in threads:
+            t.start()
+        writer = PacedUpdates(base.endpoints.pg_dsn, table, rows, rate, probers)
+        writer.start()
+        time.sleep(min(20.0, seconds / 3))  # warm-up: the JIT, Delta's first files, Debezium's batches
+        for p in probers:
+            p.measuring.set()
+        measured_from, updated_before = time.monotonic(), writer.updated
+        time.sleep(seconds)
+        writer.stop.set()
+        writer.join()
+        achieved = (writer.updated - updated_before) / (time.monotonic() - measured_from)
+        time.sleep(10)  # let the last rows arrive before the pollers stop
+        for p in probers:
+            p.stop.set()
+        for t in threads:
+            t.join()
+        if writer.error is not None:
+            raise writer.error
+        result: dict[str, Any] = {
+            "table_rows": rows,
+            "target_rows_per_s": rate,
+            "achieved_rows_per_s": round(achieved),
+            "writer_max_behind_s": round(writer.behind_s, 3),
+            "trigger": trigger,
+            "drivers": [",".join(views) for views in layout],
+            "measured_seconds": seconds,
+        }
+        for p in probers:
+            result[p.name] = {
+                **summarize_ms(p.latencies_ms),
+                "unseen_at_end": len(p.pending),
+                "poll_s": p.every_s,
+                "poll_errors": len(p.errors),
+                "first_poll_error": p.errors[0] if p.errors else None,
+            }
+        return result
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        connect.delete(spec.name)
+        drop_slot(base.endpoints.pg_dsn, spec.resolved_slot_name, spec.resolved_publication_name)
+        connect.close()
+        unlink_prefix(base.endpoints.redis_url, f"bench-{tag}-lat")
+        with psycopg.connect(base.endpoints.pg_dsn, autocommit=True) as conn:
+            conn.execute(f"drop schema if exists {schema} cascade".encode())
+
+
+def _caught_up(plan: JobPlan) -> bool:
+    ends = rebuild.end_offsets(plan.config.endpoints.kafka_bootstrap_servers, plan.topic)
+    return not checkpoint.lag(checkpoint.committed(plan.checkpoint).offsets, ends)
+
+
+def _wait_until(check: Callable[[], bool], timeout: float, proc: subprocess.Popen[bytes], why: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the materializer exited ({proc.returncode}); see its log")
+        try:
+            if check():
+                return
+        except (OSError, ValueError, KeyError):
+            pass  # the checkpoint is not written yet
+        time.sleep(1)
+    raise RuntimeError(why)
+
+
+# ------------------------------------------------------------------------------------- report
+
+
+def verdicts(res: dict[str, Any]) -> dict[str, Any]:
+    b, lat = res.get("backfill"), res.get("latency")
+    out: dict[str, Any] = {}
+    if b:
+        loop = b["hand_written_loop"]["rows_per_s"]
+        out["warehouse_rows_per_s_per_core"] = b["warehouse"]["rows_per_s_per_core"]
+        out["warehouse_target_170k_per_core_met"] = b["warehouse"]["rows_per_s_per_core"] >= 170_000
+        out["cache_vs_hand_written_loop"] = round(b["cache"]["rows_per_s"] / loop, 2)
+        out["cache_vs_pipelined_loop"] = round(
+            b["cache"]["rows_per_s"] / b["hand_written_loop_pipelined"]["rows_per_s"], 2
+        )
+        out["cache_target_3x_met"] = b["cache"]["rows_per_s"] >= 3 * loop
+        out["search_vs_hand_written_loop"] = round(b["search"]["rows_per_s"] / loop, 2)
+    if lat:
+        out["p99_ms_by_view"] = {v: lat[v].get("p99") for v in ("cache", "search", "warehouse")}
+        out["p99_target_2s_met_by_view"] = {
+            v: (lat[v].get("p99") or float("inf")) <= 2000 for v in ("cache", "search", "warehouse")
+        }
+    return out
+
+
+def render_markdown(res: dict[str, Any]) -> str:
+    lines = ["# Materializers benchmark", "", f"Measured {res['measured_at']} on {res['machine']}.", ""]
+    b = res.get("backfill")
+    if b:
+        lines += [f"## Backfill of {b['records']:,} Debezium records (local[2], 2 partitions)", "",
+                  "| run | rows/s | rows/s/core | seconds | view rows | driver RSS by quarter (py / jvm MiB) |",
+                  "|---|---:|---:|---:|---:|---|"]  # fmt: skip
+        for name in ("cache", "search", "warehouse", "hand_written_loop", "hand_written_loop_pipelined"):
+            r = b[name]
+            mem = r.get("driver_rss_by_quarter", {})
+            lines.append(
+                f"| {name} | {r['rows_per_s']:,} | {r.get('rows_per_s_per_core', r['rows_per_s']):,} | {r['seconds']} "
+                f"| {r['view_rows']:,} | {mem.get('python_driver_mib', '')} / {mem.get('jvm_driver_mib', '')} |"
+            )
+        lines.append("")
+    lat = res.get("latency")
+    if lat:
+        lines += [f"## Commit→view latency at {lat['achieved_rows_per_s']:,} rows/s (target {lat['target_rows_per_s']:,})", "",
+                  "| view | p50 ms | p90 ms | p99 ms | max ms | rows measured | poll interval s |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        for v in ("cache", "search", "warehouse"):
+            r = lat[v]
+            lines.append(
+                f"| {v} | {r.get('p50')} | {r.get('p90')} | {r.get('p99')} | {r.get('max')} | {r['count']} | {r['poll_s']} |"
+            )
+        lines.append("")
+    lines += ["## Verdicts", "", "```json", json.dumps(res["verdicts"], indent=2), "```", ""]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--records", type=int, default=2_000_000, help="backfill records (default 2,000,000)")
+    parser.add_argument("--rate", type=int, default=2_000, help="latency phase: row updates per second")
+    parser.add_argument("--seconds", type=float, default=60.0, help="latency phase: measured seconds")
+    parser.add_argument("--table-rows", type=int, default=20_000, help="latency phase: rows in the table")
+    parser.add_argument("--trigger", default="500ms", help="latency phase: the job's trigger interval")
+    parser.add_argument(
+        "--drivers",
+        default="cache/search,warehouse",
+        help="latency phase: views per driver process, drivers separated by / (default: the cache alone, "
+        "search and warehouse together)",
+    )
+    parser.add_argument(
+        "--skip",
+        choices=("backfill", "latency"),
+        action="append",
+        default=[],
+        help="leave a phase out; its results already in --out are kept",
+    )
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    base = RunConfig.from_env()
+    layout = tuple(parse_views(group) for group in args.drivers.split("/"))
+    if sorted(v for group in layout for v in group) != sorted(VIEWS):
+        parser.error(f"--drivers {args.drivers!r} must name each of {', '.join(VIEWS)} exactly once")
+    tag = uuid.uuid4().hex[:6]
+    work = Path(tempfile.mkdtemp(prefix="bench-mat-"))
+    results: dict[str, Any] = {
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_1m_at_start": round(os.getloadavg()[0], 2),
+            "python": platform.python_version(),
+        },
+    }
+    if args.out.exists():  # a phase left out keeps its earlier results
+        earlier = json.loads(args.out.read_text())
+        results.update({k: earlier[k] for k in ("backfill", "latency") if k in args.skip and k in earlier})
+    try:
+        if "backfill" not in args.skip:
+            results["backfill"] = run_backfill(base, args.records, work, tag)
+        if "latency" not in args.skip:
+            results["latency"] = run_latency(
+                base, args.table_rows, args.rate, args.seconds, args.trigger, layout, work, tag
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    results["machine"]["load_1m_at_end"] = round(os.getloadavg()[0], 2)
+    results["verdicts"] = verdicts(results)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    args.out.with_suffix(".md").write_text(render_markdown(results))
+    print(render_markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
