@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -89,8 +90,9 @@ class DemoConfig:
 
 
 @contextmanager
-def step(title: str) -> Iterator[None]:
-    """A narrated step with a spinner and its duration."""
+def step(title: str) -> Iterator[dict[str, bool]]:
+    """A narrated step with a spinner and its duration; set `["ok"] = False` on the yielded dict to
+    mark it failed (✗) instead of done."""
     with Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -100,8 +102,10 @@ def step(title: str) -> Iterator[None]:
     ) as bar:
         bar.add_task(title)
         started = time.monotonic()
-        yield
-    console.print(f"[green]✓[/green] {title} [dim]({time.monotonic() - started:.1f}s)[/dim]")
+        outcome = {"ok": True}
+        yield outcome
+    mark = "[green]✓[/green]" if outcome["ok"] else "[red]✗[/red]"
+    console.print(f"{mark} {title} [dim]({time.monotonic() - started:.1f}s)[/dim]")
 
 
 # ------------------------------------------------------------------------------------------- CDC
@@ -191,10 +195,15 @@ def _terminate_all(procs: dict[str, subprocess.Popen[bytes]]) -> None:
 
 def job_plans(stack: StackHandle, cfg: DemoConfig, spec: ConnectorSpec, store: StoreConfig) -> list[JobPlan]:
     base = RunConfig.from_env(stack.endpoints.as_env())
-    home = str(cfg.report_dir / "materializers")
-    products = base.with_overrides(home=home, topic=spec.topic_for(f"{cfg.schema}.products"),
+    # The jobs' state (checkpoints, Tantivy, Delta) belongs to this run: an earlier run's checkpoints
+    # are pinned to its own topics, so they are cleared, as the rest of the report is rewritten.
+    home = cfg.report_dir / "materializers"
+    shutil.rmtree(home, ignore_errors=True)
+    products = base.with_overrides(home=str(home), topic=spec.topic_for(f"{cfg.schema}.products"),
                                    table=f"{cfg.schema}.products", redis_prefix=f"demo{cfg.run_id}")  # fmt: skip
-    order_views = base.with_overrides(home=home, topic=store.events_topic, redis_prefix=f"demo{cfg.run_id}")
+    order_views = base.with_overrides(
+        home=str(home), topic=store.events_topic, redis_prefix=f"demo{cfg.run_id}"
+    )
     return [JobPlan.of(lookup("products"), products), JobPlan.of(lookup("orders"), order_views)]
 
 
@@ -388,13 +397,15 @@ def run(stack: StackHandle, cfg: DemoConfig) -> Summary:
         plans = job_plans(stack, cfg, spec, store)
         procs = {p.spec.name: start_job(p, stack, cfg) for p in plans}
         cleanup.callback(_terminate_all, procs)
-        with step("materializers products (Redis, Tantivy, Delta) and orders (Redis, Delta) caught up"):
-            summary.checks["materializers caught up with the backfill"] = wait_caught_up(
+        with step(
+            "materializers products (Redis, Tantivy, Delta) and orders (Redis, Delta) caught up"
+        ) as done:
+            done["ok"] = summary.checks["materializers caught up with the backfill"] = wait_caught_up(
                 plans, procs, timeout=300
             )
         live_phase(stack, cfg, plans, store, procs, summary)
-        with step("materializers caught up after the live phase"):
-            summary.checks["materializers caught up after the live phase"] = wait_caught_up(
+        with step("materializers caught up after the live phase") as done:
+            done["ok"] = summary.checks["materializers caught up after the live phase"] = wait_caught_up(
                 plans, procs, timeout=300
             )
         summary.checks["search answered from the index"] = demonstrate_search(plans)
