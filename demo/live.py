@@ -80,6 +80,11 @@ class RowWorkload:
         return Probe(product_id, price, time.time())
 
 
+def supersede(probes: list[Probe], new: Probe) -> list[Probe]:
+    """Add `new`; a pending probe of the same product can no longer be seen (its price is replaced)."""
+    return [p for p in probes if p.product_id != new.product_id] + [new]
+
+
 def settle_probes(probes: list[Probe], read_price: Callable[[int], str | None]) -> list[float]:
     """Latencies (ms) of the probes the cache now reflects; those are removed from `probes`."""
     seen = []

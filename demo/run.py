@@ -281,7 +281,7 @@ def live_phase(stack: StackHandle, cfg: DemoConfig, plans: list[JobPlan], store:
             if n % 10 == 0:
                 client.one_order(1000 + n)
             if time.time() - last_probe > 1.0:
-                probes.append(workload.probe(conn))
+                probes = live.supersede(probes, workload.probe(conn))
                 last_probe = time.time()
             for latency in live.settle_probes(probes, price_of):
                 latest = latency
@@ -304,8 +304,10 @@ def live_phase(stack: StackHandle, cfg: DemoConfig, plans: list[JobPlan], store:
         summary.commands[f"live {k}"] = v
     console.print(f"[green]✓[/green] live phase: {workload.changes} row changes and {tally.counts['accepted']} "
                   f"accepted order commands in {elapsed:.0f}s; the products job was killed and restarted")  # fmt: skip
-    deadline = time.time() + 60
-    while probes and time.time() < deadline:  # the last probes still count once the view shows them
+    # The last probes still count once the view shows them: the restarted job's first batch can take
+    # a minute on 2 cores, so wait as long as the catch-up check does.
+    deadline = time.time() + 300
+    while probes and time.time() < deadline:
         for latency in live.settle_probes(probes, price_of):
             summary.samples.append(live.sample(plans, started, latency))
         time.sleep(0.2)
