@@ -32,7 +32,6 @@ class Materializer:
     sequential: bool
     search_fields: tuple[str, ...] = ()
     current_table: bool = True
-    history_table: bool = True
 
     @property
     def data_columns(self) -> tuple[str, ...]:
