@@ -240,9 +240,13 @@ def backfill(spark: Any, plan: JobPlan, records: int) -> dict[str, Any]:
     }
 
 
+def count_keys(url: str, prefix: str) -> int:
+    return sum(1 for _ in redis.Redis.from_url(url).scan_iter(match=f"{prefix}:*", count=5000))
+
+
 def view_size(plan: JobPlan, view: str) -> int:
     if view == "cache":
-        return sum(1 for _ in plan.cache().client().scan_iter(match=f"{plan.redis_prefix}:*", count=5000))
+        return count_keys(plan.config.endpoints.redis_url, plan.redis_prefix)
     if view == "search":
         index = plan.search()
         assert index is not None
@@ -337,12 +341,7 @@ def run_backfill(base: RunConfig, records: int, work: Path, tag: str) -> dict[st
             prefix = f"bench-{tag}-{name}"
             print(f"baseline {name} ...", flush=True)
             results[name] = hand_written_loop(base, topic, records, prefix, pipelined)
-            results[name]["view_rows"] = sum(
-                1
-                for _ in redis.Redis.from_url(base.endpoints.redis_url).scan_iter(
-                    match=f"{prefix}:*", count=5000
-                )
-            )
+            results[name]["view_rows"] = count_keys(base.endpoints.redis_url, prefix)
             unlink_prefix(base.endpoints.redis_url, prefix)
     finally:
         admin.delete_topics([topic, f"{topic}.dlq"])
