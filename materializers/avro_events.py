@@ -11,18 +11,20 @@ that does not decode become error rows (dead letters), never exceptions.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import operator
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import TYPE_CHECKING
 
 import httpx
 
 from materializers import event_shape, positions
-from materializers.changes import ERROR_COLUMNS, SOURCE_COLUMNS, source_coordinates
+from materializers.changes import SOURCE_COLUMNS, source_coordinates
 from materializers.errors import SourceUnavailable
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 
 @dataclass(slots=True)
@@ -58,9 +60,15 @@ def field_names(schema_text: str) -> set[str]:
 
 
 def decode(
-    df: DataFrame, *, schemas: WriterSchemas, wanted: Mapping[str, str]
-) -> tuple[DataFrame, DataFrame]:
-    """(events, errors): events have entity, position, event_type, event_ts, src_*, and the wanted fields."""
+    df: DataFrame, *, schemas: WriterSchemas, wanted: Mapping[str, str], event_types: Sequence[str]
+) -> DataFrame:
+    """The decoded frame (see changes.py) of event records: entity, position, event_type, event_ts,
+    src_*, error and the wanted fields (null where the writer schema lacks one). A type outside
+    `event_types` (the ones the materializer folds) is an error.
+
+    One projection decodes every schema id (`from_avro` under a CASE on the id, so each body is
+    parsed once, with its own writer schema); only the distinct ids are collected first.
+    """
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
@@ -83,47 +91,39 @@ def decode(
         .when(
             ~F.col("framed"), F.lit("value is not in Confluent wire format (magic byte 0 + 4-byte schema id)")
         )
+        .when(
+            ~F.col("event_type").isin(*event_types),
+            F.concat(
+                F.lit("unknown event type "), F.col("event_type"), F.lit(f"; known: {', '.join(event_types)}")
+            ),
+        )
     )
-    base = base.withColumn("error", envelope_error)
-    errors = [base.where(F.col("error").isNotNull())]
-    good = base.where(F.col("error").isNull())
-    decoded = []
-    for row in good.select("schema_id").distinct().collect():
-        sid = int(row["schema_id"])
-        subset = good.where(F.col("schema_id") == sid)
-        text = schemas.get(sid)
-        if text is None:
-            errors.append(subset.withColumn("error", F.lit(f"schema id {sid} is not in the registry")))
-            continue
-        present = field_names(text)
-        avro = subset.withColumn("e", from_avro(event_shape.avro_body(), text, {"mode": "PERMISSIVE"}))
-        errors.append(
-            avro.where(F.col("e").isNull())
-            .drop("e")
-            .withColumn("error", F.lit(f"Avro body does not decode with writer schema id {sid}"))
+    framed = base.where(envelope_error.isNull()).select("schema_id").distinct()
+    ids = sorted(int(r["schema_id"]) for r in framed.collect())
+    texts = {sid: text for sid in ids if (text := schemas.get(sid)) is not None}
+    bodies = {
+        sid: F.when(
+            F.col("schema_id") == sid, from_avro(event_shape.avro_body(), text, {"mode": "PERMISSIVE"})
         )
-        cols = [
-            (F.col(f"e.`{n}`") if n in present else F.lit(None)).cast(t).alias(n) for n, t in wanted.items()
-        ]
-        decoded.append(avro.where(F.col("e").isNotNull()).select(*base.columns, *cols))
-    error_df = errors[0]
-    for extra in errors[1:]:
-        error_df = error_df.unionByName(extra)
-    error_df = error_df.select(*ERROR_COLUMNS)
-    if not decoded:
-        empty = good.select(*good.columns, *[F.lit(None).cast(t).alias(n) for n, t in wanted.items()]).limit(
-            0
-        )
-        decoded.append(empty)
-    events = decoded[0]
-    for extra in decoded[1:]:
-        events = events.unionByName(extra)
-    events = events.select(
+        for sid, text in texts.items()
+    }
+    decoded = base.select("*", *[body.alias(f"_e{sid}") for sid, body in bodies.items()])
+    sid = F.col("schema_id").cast("string")
+    known = F.col("schema_id").isin(*texts) if texts else F.lit(False)
+    decodes = reduce(operator.or_, [F.col(f"_e{i}").isNotNull() for i in texts], F.lit(False))
+    error = envelope_error.when(
+        ~known, F.concat(F.lit("schema id "), sid, F.lit(" is not in the registry"))
+    ).when(~decodes, F.concat(F.lit("Avro body does not decode with writer schema id "), sid))
+
+    def field(name: str, kind: str) -> Column:
+        present = [F.col(f"_e{i}.`{name}`") for i, text in texts.items() if name in field_names(text)]
+        return (F.coalesce(*present) if present else F.lit(None)).cast(kind).alias(name)
+
+    return decoded.select(
         "entity",
         F.lpad(F.col("version").cast("string"), positions.WIDTH, "0").alias("position"),
         "event_type",
         F.col("timestamp").alias("event_ts"),
-        *source_coordinates(),
-        *wanted,
+        *source_coordinates(error),
+        *[field(n, t) for n, t in wanted.items()],
     )
-    return events, error_df

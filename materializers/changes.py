@@ -9,9 +9,14 @@ positions.py) through `op`:
 not send them — Debezium's unchanged TOAST values (see debezium.py). They are absent from `set_fields`
 and null in the data columns; a view keeps the value it already has for them: the value of the newest
 change that did carry the field (`latest_per_entity`). Event decoders always leave it empty.
-Data columns (per materializer) follow. `src_*` columns carry the Kafka coordinates and original bytes
-so a change a view refuses can still be dead-lettered with everything needed to replay it.
-An *error* row is a record that could not be decoded: original key/value bytes, coordinates, reason.
+Data columns (per materializer) follow, then `src_*` columns with the Kafka coordinates.
+A decoder returns ONE *decoded* frame: every record once, as a change plus an `error` column (null for
+a change, the reason for a record that could not be decoded or applied). Error rows also carry the
+original key/value bytes in `src_key`/`src_value` (null on changes: shipped with every change they
+would dominate its size), so a dead letter holds everything needed to replay it. One frame means the
+batch is decoded once: a job persists it and `split`s it, where separate change and error frames each
+re-ran the decoding (and Spark pushes a filter below the decoder's projection, copying it into the
+filter once per reference).
 """
 
 from __future__ import annotations
@@ -35,25 +40,31 @@ CHANGE_COLUMNS = (
     "src_topic",
     "src_partition",
     "src_offset",
-    "src_key",
-    "src_value",
 )
 SOURCE_COLUMNS = ("key", "value", "topic", "partition", "offset")
 ERROR_COLUMNS = (*SOURCE_COLUMNS, "error")
 
 
-def source_coordinates() -> list[Column]:
-    """The raw record's coordinates and bytes as the `src_*` columns of a change."""
+def source_coordinates(error: Column) -> list[Column]:
+    """The raw record's coordinates as `src_*` columns, and its bytes where `error` is not null."""
     from pyspark.sql import functions as F
 
-    return [F.col(c).alias(f"src_{c}") for c in ("topic", "partition", "offset", "key", "value")]
+    failed = error.isNotNull()
+    return [
+        *[F.col(c).alias(f"src_{c}") for c in ("topic", "partition", "offset")],
+        *[F.when(failed, F.col(c)).alias(f"src_{c}") for c in ("key", "value")],
+        error.alias("error"),
+    ]
 
 
-def errors_of(changes: DataFrame, error: Column) -> DataFrame:
-    """Error rows (ERROR_COLUMNS) for changes that turned out not to be applicable."""
+def split(decoded: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(changes, errors) of a decoded frame: changes keep CHANGE_COLUMNS and the data columns,
+    errors are ERROR_COLUMNS rows."""
     from pyspark.sql import functions as F
 
-    return changes.select(*[F.col(f"src_{c}").alias(c) for c in SOURCE_COLUMNS], error.alias("error"))
+    failed = F.col("error").isNotNull()
+    errors = decoded.where(failed).select(*[F.col(f"src_{c}").alias(c) for c in SOURCE_COLUMNS], "error")
+    return decoded.where(~failed).drop("src_key", "src_value", "error"), errors
 
 
 def latest_per_entity(changes: DataFrame, extra: tuple[str, ...], data: tuple[str, ...]) -> DataFrame:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from materializers.views.redis_cache import Reject
+from materializers.views.redis_cache import REJECT_DDL, Reject
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -21,7 +21,6 @@ H_TOPIC = "dlq-source-topic"
 H_PARTITION = "dlq-source-partition"
 H_OFFSET = "dlq-source-offset"
 H_MATERIALIZER = "dlq-materializer"
-REJECT_DDL = "topic string, partition int, offset long, error string"
 
 
 def rejects_frame(batch: DataFrame, rejects: Sequence[Reject]) -> DataFrame:

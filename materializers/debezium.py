@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from cdc.values import DEFAULT_UNAVAILABLE_PLACEHOLDER
 from materializers import positions
-from materializers.changes import ERROR_COLUMNS, SOURCE_COLUMNS, source_coordinates
+from materializers.changes import SOURCE_COLUMNS, source_coordinates
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -62,8 +62,8 @@ def decode(
     data_ddl: str,
     key_column: str,
     unavailable_placeholder: str = DEFAULT_UNAVAILABLE_PLACEHOLDER,
-) -> tuple[DataFrame, DataFrame]:
-    """(changes, errors) from raw Kafka rows (key, value, topic, partition, offset, ...).
+) -> DataFrame:
+    """The decoded frame (see changes.py) of raw Kafka rows (key, value, topic, partition, offset, ...).
 
     `unavailable_placeholder` must match the connector's `unavailable.value.placeholder`.
     """
@@ -76,9 +76,6 @@ def decode(
             "entity"
         ),
     )
-    parsed = parsed.withColumn("error", _error(F.col("p"), F.col("entity")))
-    errors = parsed.where(F.col("error").isNotNull()).select(*ERROR_COLUMNS)
-    good = parsed.where(F.col("error").isNull())
     deleted = F.col("p.op") == "d"
     # null for a delete (no `after`), so a delete keeps nothing.
     unavailable = {c: F.col(f"p.after.`{c}`").cast("string") == unavailable_placeholder for c in data_columns}
@@ -97,7 +94,7 @@ def decode(
         ),
         lambda _k, v: v.isNotNull(),
     )
-    changes = good.select(
+    return parsed.select(
         F.col("entity"),
         # == positions.cdc(lsn, snapshot=op == "r")
         F.concat(
@@ -109,7 +106,6 @@ def decode(
         F.array().cast("array<string>").alias("del_fields"),
         keep.alias("keep_fields"),
         F.timestamp_millis(F.coalesce(F.col("p.source.ts_ms"), F.col("p.ts_ms"))).alias("event_ts"),
-        *source_coordinates(),
+        *source_coordinates(_error(F.col("p"), F.col("entity"))),
         *[carried[c].alias(c) for c in data_columns],
     )
-    return changes, errors

@@ -4,9 +4,10 @@ Guarantees: every view is idempotent per change (positions) and per micro-batch 
 txn), so the at-least-once replays of Structured Streaming (a batch re-run after a crash, a restart
 from older offsets) leave every view as if each record was applied once.
 Order inside a micro-batch (`process_batch`), before Spark commits the batch to its checkpoint:
-1. decode in the JVM (from_json / from_avro) into changes + error rows;
+1. decode in the JVM (from_json / from_avro) into one frame of changes + error rows, persisted;
 2. error rows -> dead-letter topic;
-3. Redis cache from executors (changes partitioned by entity, sorted by position); gaps -> dead letters;
+3. Redis cache from executors, through Arrow (CDC upserts where Spark read them, in offset order; a
+   fold's patches partitioned by entity, sorted by version); gaps -> dead letters;
 4. search index on the driver (latest change per entity, one commit with the batch marker);
 5. Delta history append + current MERGE (txn app id / version), OPTIMIZE every N batches.
 A crash anywhere in 1-5 re-runs the whole batch; each step skips what it already did.
@@ -30,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 from kafkakit.positions import StartPosition, parse_offsets_json
 from materializers import checkpoint, dead_letters, lifecycle, positions, status
 from materializers.avro_events import WriterSchemas
-from materializers.changes import latest_per_entity
+from materializers.changes import latest_per_entity, split
 from materializers.config import RunConfig
 from materializers.errors import CheckpointMismatch, SourceUnavailable
 from materializers.spec import Materializer
 from materializers.views.delta_warehouse import DeltaWarehouse
-from materializers.views.redis_cache import RedisCache
+from materializers.views.redis_cache import REJECT_DDL, RedisCache
 from materializers.views.search_index import SearchChange, SearchIndex
 
 if TYPE_CHECKING:
@@ -252,54 +253,58 @@ class Job:
     # --- one micro-batch ---------------------------------------------------------------------------
 
     def process_batch(self, batch: DataFrame, batch_id: int) -> None:
-        batch = batch.persist()
+        from pyspark.sql import functions as F
+
+        # Persisted once decoded: every step below reads the decoded rows, none decodes again.
+        decoded = self.plan.spec.transform(batch, self.schemas).persist()
         try:
-            changes, errors = self.plan.spec.transform(batch, self.schemas)
-            # The original bytes stay in the raw batch (dead letters join them back): shuffled and
-            # cached with every change they would dominate its size.
-            changes = (
-                changes.drop("src_key", "src_value")
-                .repartition("entity")
-                .sortWithinPartitions("entity", "position")
-                .persist()
-            )
-            errors = errors.persist()
-            self._dead_letter(errors)
-            if not changes.isEmpty():
+            changes, errors = split(decoded)
+            rows, failed = decoded.agg(F.count(F.lit(1)), F.count("error")).first() or (0, 0)
+            if failed:
+                self._dead_letter(errors, failed)
+            if rows > failed:
                 self._failpoint("before-views", batch_id)
-                if self.plan.keeps("cache"):
-                    self._cache(changes, batch)
-                self._failpoint("after-cache", batch_id)
-                if self.index is not None:
-                    self._index(changes, batch_id)
-                if self.plan.keeps("warehouse"):
-                    self.warehouse.write_batch(changes, self.app_id, batch_id, self.plan.spec.data_columns)
-                self._failpoint("after-warehouse", batch_id)
+                if self.plan.spec.sequential:
+                    # A fold's patches apply in version order: one task per stream, sorted.
+                    changes = changes.repartition("entity").sortWithinPartitions("entity", "position")
+                self._views(changes.persist() if self.plan.spec.sequential else changes, batch, batch_id)
             if self.plan.keeps("warehouse") and (batch_id + 1) % self.plan.config.optimize_every == 0:
                 self.warehouse.optimize(batch.sparkSession)
-            changes.unpersist()
-            errors.unpersist()
         finally:
-            batch.unpersist()
+            decoded.unpersist()
+
+    def _views(self, changes: DataFrame, batch: DataFrame, batch_id: int) -> None:
+        try:
+            if self.plan.keeps("cache"):
+                self._cache(changes, batch)
+            self._failpoint("after-cache", batch_id)
+            if self.index is not None:
+                self._index(changes, batch_id)
+            if self.plan.keeps("warehouse"):
+                self.warehouse.write_batch(changes, self.app_id, batch_id, self.plan.spec.data_columns)
+            self._failpoint("after-warehouse", batch_id)
+        finally:
+            changes.unpersist()
 
     def _cache(self, changes: DataFrame, batch: DataFrame) -> None:
-        rejects = changes.select(*REDIS_COLUMNS).rdd.mapPartitions(self.cache.apply_partition).collect()
+        """Upserts need no order (the position check makes them commute): each Kafka partition's
+        changes apply where Spark read them, in offset order, with no shuffle."""
+        rejects = changes.select(*REDIS_COLUMNS).mapInArrow(self.cache.apply_arrow, REJECT_DDL).collect()
         if rejects:
-            self._dead_letter(dead_letters.rejects_frame(batch, rejects))
+            found = [(r["topic"], r["partition"], r["offset"], r["error"]) for r in rejects]
+            self._dead_letter(dead_letters.rejects_frame(batch, found), len(found))
 
-    def _dead_letter(self, errors: DataFrame) -> None:
-        count = errors.count()
-        if count:
-            dead_letters.write(
-                errors,
-                bootstrap=self.plan.config.endpoints.kafka_bootstrap_servers,
-                topic=self.plan.dlq_topic,
-                materializer=self.plan.spec.name,
-            )
-            self.dead_letters += count
-            log.warning(
-                "%d record(s) of %s sent to dead-letter topic %s", count, self.plan.topic, self.plan.dlq_topic
-            )
+    def _dead_letter(self, errors: DataFrame, count: int) -> None:
+        dead_letters.write(
+            errors,
+            bootstrap=self.plan.config.endpoints.kafka_bootstrap_servers,
+            topic=self.plan.dlq_topic,
+            materializer=self.plan.spec.name,
+        )
+        self.dead_letters += count
+        log.warning(
+            "%d record(s) of %s sent to dead-letter topic %s", count, self.plan.topic, self.plan.dlq_topic
+        )
 
     def _index(self, changes: DataFrame, batch_id: int) -> None:
         assert self.index is not None

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from materializers import avro_events
-from materializers.changes import CHANGE_COLUMNS, errors_of
+from materializers.changes import CHANGE_COLUMNS
 from materializers.spec import Materializer
 
 if TYPE_CHECKING:
@@ -98,24 +98,18 @@ def _patch_columns() -> tuple[Column, Column]:
     return sets, dels
 
 
-def transform(df: DataFrame, schemas: WriterSchemas) -> tuple[DataFrame, DataFrame]:
+def transform(df: DataFrame, schemas: WriterSchemas) -> DataFrame:
     from pyspark.sql import functions as F
 
-    events, errors = avro_events.decode(df, schemas=schemas, wanted=WANTED)
-    known = F.col("event_type").isin(*EVENT_TYPES)
-    unknown = errors_of(
-        events.where(~known), F.concat(F.lit("unknown order event type "), F.col("event_type"))
-    )
     sets, dels = _patch_columns()
-    changes = (
-        events.where(known)
+    return (
+        avro_events.decode(df, schemas=schemas, wanted=WANTED, event_types=EVENT_TYPES)
         .withColumn("op", F.lit("patch"))
         .withColumn("set_fields", sets)
         .withColumn("del_fields", dels)
         .withColumn("keep_fields", F.array().cast("array<string>"))  # events always carry their fields
-        .select(*CHANGE_COLUMNS, "event_type", *WANTED)
+        .select(*CHANGE_COLUMNS, "src_key", "src_value", "error", "event_type", *WANTED)
     )
-    return changes, errors.unionByName(unknown)
 
 
 ORDERS = Materializer(

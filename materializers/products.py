@@ -21,7 +21,7 @@ TABLE_DDL = "id integer primary key, name text not null, description text, price
 COLUMNS = ("name", "description", "price", "stock")
 
 
-def transform(df: DataFrame, _schemas: WriterSchemas) -> tuple[DataFrame, DataFrame]:
+def transform(df: DataFrame, _schemas: WriterSchemas) -> DataFrame:
     return debezium.decode(df, data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id")
 
 

@@ -11,8 +11,8 @@ if TYPE_CHECKING:
 
     from materializers.avro_events import WriterSchemas
 
-# raw Kafka rows (+ the registry for event decoding) -> (changes, errors); see changes.py
-Transform = Callable[["DataFrame", "WriterSchemas"], tuple["DataFrame", "DataFrame"]]
+# raw Kafka rows (+ the registry for event decoding) -> the decoded frame (changes + errors); see changes.py
+Transform = Callable[["DataFrame", "WriterSchemas"], "DataFrame"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

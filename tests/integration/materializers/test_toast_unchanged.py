@@ -16,6 +16,7 @@ from records import debezium, produce
 from cdc.values import DEFAULT_UNAVAILABLE_PLACEHOLDER
 from materializers import checkpoint, positions
 from materializers import debezium as dbz
+from materializers.changes import split
 from materializers.job import JobPlan
 from materializers.products import COLUMNS, DATA_DDL, PRODUCTS, TABLE_DDL
 from materializers.verify import verify
@@ -139,8 +140,8 @@ def test_decode_takes_the_connectors_placeholder(spark: Any) -> None:
     )
 
     def decoded(**placeholder: str) -> dict[str, Any]:
-        changes, errors = dbz.decode(
-            raw, data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id", **placeholder
+        changes, errors = split(
+            dbz.decode(raw, data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id", **placeholder)
         )
         assert errors.count() == 0
         return {r["entity"]: r for r in changes.collect()}
