@@ -10,10 +10,12 @@ Side by side in one run (results in bench/results/materializers.json + .md):
    script, so the same position check) one round trip per record, and the same loop pipelined per
    consumed batch.
 2. Latency: a real Postgres table captured by a real Debezium connector, updated at `--rate` rows/s
-   (default 2,000) for `--seconds`, while the products materializer (all three views, its own driver
-   process through the `materializers` CLI) runs; a row's commit→view latency is the time from its
-   commit until a poller sees the new value in the view (5 rows of every commit are followed; cache
-   polled every 50 ms, search and warehouse every 250 ms: that interval bounds the resolution).
+   (default 2,000) for `--seconds`, while the products materializer runs, each group of views in its
+   own driver process (the `materializers` CLI with `--views`); one run per `--drivers` layout, one
+   after the other (default: the cache alone; search + warehouse; both drivers at once, as a 2-core
+   machine would host all three views). A row's commit→view latency is the time from its commit until
+   a poller sees the new value in the view (5 rows of every commit are followed; cache polled every
+   50 ms, search and warehouse every 250 ms: that interval bounds the resolution).
 Needs a running stack (`make up`, `source .stack/env`). Timing on a shared 2-core machine is noisy:
 read the ratios, and re-run before drawing conclusions.
 """
@@ -506,6 +508,12 @@ def start_job(plan: JobPlan, trigger: str, log_path: Path, env: dict[str, str]) 
         return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env})
 
 
+def prober(view: str, plan: JobPlan) -> Prober:
+    if view == "cache":
+        return Prober(view, 0.05, cache_stamps(plan.cache()))
+    return Prober(view, 0.25, search_stamps(plan) if view == "search" else warehouse_stamps(plan))
+
+
 def run_latency(
     base: RunConfig,
     rows: int,
@@ -553,11 +561,7 @@ def run_latency(
             procs.append(start_job(plan, trigger, log_path, base.endpoints.as_env()))
         for plan, proc in zip(plans, procs, strict=True):
             _wait_until(partial(_caught_up, plan), 600, proc, "the job never caught up with the snapshot")
-        probers = [
-            Prober("cache", 0.05, cache_stamps(owner["cache"].cache())),
-            Prober("search", 0.25, search_stamps(owner["search"])),
-            Prober("warehouse", 0.25, warehouse_stamps(owner["warehouse"])),
-        ]
+        probers = [prober(view, owner[view]) for view in VIEWS if view in owner]
         threads = [threading.Thread(target=p.loop, daemon=True) for p in probers]
         for t in threads:
             t.start()
@@ -647,10 +651,11 @@ def verdicts(res: dict[str, Any]) -> dict[str, Any]:
         )
         out["cache_target_3x_met"] = b["cache"]["rows_per_s"] >= 3 * loop
         out["search_vs_hand_written_loop"] = round(b["search"]["rows_per_s"] / loop, 2)
-    if lat:
-        out["p99_ms_by_view"] = {v: lat[v].get("p99") for v in ("cache", "search", "warehouse")}
-        out["p99_target_2s_met_by_view"] = {
-            v: (lat[v].get("p99") or float("inf")) <= 2000 for v in ("cache", "search", "warehouse")
+    for run in lat or ():
+        drivers = " / ".join(run["drivers"])
+        out.setdefault("p99_ms_by_drivers", {})[drivers] = {v: run[v].get("p99") for v in VIEWS if v in run}
+        out.setdefault("p99_target_2s_met_by_drivers", {})[drivers] = {
+            v: (run[v].get("p99") or float("inf")) <= 2000 for v in VIEWS if v in run
         }
     return out
 
@@ -670,12 +675,12 @@ def render_markdown(res: dict[str, Any]) -> str:
                 f"| {r['view_rows']:,} | {mem.get('python_driver_mib', '')} / {mem.get('jvm_driver_mib', '')} |"
             )
         lines.append("")
-    lat = res.get("latency")
-    if lat:
-        lines += [f"## Commit→view latency at {lat['achieved_rows_per_s']:,} rows/s (target {lat['target_rows_per_s']:,})", "",
+    for lat in res.get("latency") or ():
+        drivers = " / ".join(lat["drivers"])
+        lines += [f"## Commit→view latency at {lat['achieved_rows_per_s']:,} rows/s (target {lat['target_rows_per_s']:,}), drivers: {drivers}", "",
                   "| view | p50 ms | p90 ms | p99 ms | max ms | rows measured | poll interval s |",
                   "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-        for v in ("cache", "search", "warehouse"):
+        for v in (v for v in VIEWS if v in lat):
             r = lat[v]
             lines.append(
                 f"| {v} | {r.get('p50')} | {r.get('p90')} | {r.get('p99')} | {r.get('max')} | {r['count']} | {r['poll_s']} |"
@@ -696,9 +701,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--trigger", default="500ms", help="latency phase: the job's trigger interval")
     parser.add_argument(
         "--drivers",
-        default="cache/search,warehouse",
-        help="latency phase: views per driver process, drivers separated by / (default: the cache alone, "
-        "search and warehouse together)",
+        action="append",
+        help="latency phase: views per driver process, drivers separated by /; repeat for runs one after "
+        "the other (default: the cache alone; then search and warehouse in one driver; then both drivers "
+        "at once)",
     )
     parser.add_argument(
         "--skip",
@@ -710,9 +716,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     base = RunConfig.from_env()
-    layout = tuple(parse_views(group) for group in args.drivers.split("/"))
-    if sorted(v for group in layout for v in group) != sorted(VIEWS):
-        parser.error(f"--drivers {args.drivers!r} must name each of {', '.join(VIEWS)} exactly once")
+    layouts = [
+        tuple(parse_views(group) for group in drivers.split("/"))
+        for drivers in args.drivers or ("cache", "search,warehouse", "cache/search,warehouse")
+    ]
+    for layout in layouts:
+        named = [v for group in layout for v in group]
+        if len(named) != len(set(named)):
+            parser.error(f"--drivers {'/'.join(map(','.join, layout))!r} names a view twice")
     tag = uuid.uuid4().hex[:6]
     work = Path(tempfile.mkdtemp(prefix="bench-mat-"))
     results: dict[str, Any] = {
@@ -726,13 +737,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out.exists():  # a phase left out keeps its earlier results
         earlier = json.loads(args.out.read_text())
         results.update({k: earlier[k] for k in ("backfill", "latency") if k in args.skip and k in earlier})
+        if isinstance(results.get("latency"), dict):  # written before runs per layout
+            results["latency"] = [results["latency"]]
     try:
         if "backfill" not in args.skip:
             results["backfill"] = run_backfill(base, args.records, work, tag)
         if "latency" not in args.skip:
-            results["latency"] = run_latency(
-                base, args.table_rows, args.rate, args.seconds, args.trigger, layout, work, tag
-            )
+            results["latency"] = [
+                run_latency(
+                    base, args.table_rows, args.rate, args.seconds, args.trigger, layout, work, f"{tag}{i}"
+                )
+                for i, layout in enumerate(layouts)
+            ]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     results["machine"]["load_1m_at_end"] = round(os.getloadavg()[0], 2)
