@@ -9,55 +9,76 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Callable
 from functools import cache
 from typing import Any, TypeVar, Union, cast, get_args, get_origin
 
 T = TypeVar("T")
 
 
+_SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
+Convert = Callable[[Any], Any]
+
+
+@cache
+def _is_dataclass_type(cls: Any) -> bool:
+    return dataclasses.is_dataclass(cls)
+
+
+@cache
+def _names(cls: Any) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 def to_record(obj: object) -> dict[str, Any]:
     """A dataclass instance as a plain dict (tuples -> lists, nested dataclasses -> dicts)."""
-    if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+    kind: Any = type(obj)
+    if not _is_dataclass_type(kind):
         raise TypeError(
             f"{obj!r} is not a dataclass instance; events, commands and state must be dataclasses"
         )
-    return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    return {name: _plain(getattr(obj, name)) for name in _names(kind)}
 
 
 def _plain(value: object) -> object:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    # Per-class facts are cached: this runs for every field of every record the processor writes.
+    kind: Any = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is tuple or kind is list:
+        return [_plain(v) for v in cast(Any, value)]
+    if _is_dataclass_type(kind):
         return to_record(value)
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
     return value
 
 
 @cache
-def _hints(cls: Any) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+def _plan(cls: Any) -> tuple[tuple[str, Convert | None], ...]:
+    """Each field's name and how to convert its decoded value (None: take it as it is)."""
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, _converter(hints[f.name])) for f in dataclasses.fields(cls))
 
 
 def from_record(cls: type[T], data: dict[str, Any]) -> T:
     """Build `cls` from a decoded dict, ignoring keys the class does not declare."""
-    hints = _hints(cast(Any, cls))
     kwargs = {
-        f.name: _typed(hints[f.name], data[f.name])
-        for f in dataclasses.fields(cast(Any, cls))
-        if f.name in data
+        name: value if convert is None or value is None else convert(value)
+        for name, convert in _plan(cast(Any, cls))
+        if name in data
+        for value in (data[name],)
     }
     return cls(**kwargs)
 
 
-def _typed(hint: Any, value: Any) -> Any:
+def _converter(hint: Any) -> Convert | None:
     origin = get_origin(hint)
     if origin in (Union, types.UnionType):
-        if value is None:
-            return None
         inner = [a for a in get_args(hint) if a is not type(None)]
-        return _typed(inner[0], value) if len(inner) == 1 else value
+        # None passes through in from_record; a union of several types is taken as decoded.
+        return _converter(inner[0]) if len(inner) == 1 else None
     if origin is tuple:
-        args = get_args(hint)
-        return tuple(_typed(args[0], v) for v in value)
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint) and isinstance(value, dict):
-        return from_record(hint, value)
-    return value
+        item = _converter(get_args(hint)[0])
+        return tuple if item is None else (lambda values: tuple(item(v) for v in values))
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return lambda value: from_record(hint, value) if isinstance(value, dict) else value
+    return None
