@@ -115,8 +115,10 @@ def decode(
         ~known, F.concat(F.lit("schema id "), sid, F.lit(" is not in the registry"))
     ).when(~decodes, F.concat(F.lit("Avro body does not decode with writer schema id "), sid))
 
+    declared = {i: field_names(text) for i, text in texts.items()}
+
     def field(name: str, kind: str) -> Column:
-        present = [F.col(f"_e{i}.`{name}`") for i, text in texts.items() if name in field_names(text)]
+        present = [F.col(f"_e{i}.`{name}`") for i, names in declared.items() if name in names]
         return (F.coalesce(*present) if present else F.lit(None)).cast(kind).alias(name)
 
     return decoded.select(

@@ -287,8 +287,8 @@ class Job:
             changes.unpersist()
 
     def _cache(self, changes: DataFrame, batch: DataFrame) -> None:
-        """Upserts need no order (the position check makes them commute): each Kafka partition's
-        changes apply where Spark read them, in offset order, with no shuffle."""
+        """CDC upserts commute (the Lua position check), so they apply where Spark read them, in offset
+        order; a fold's patches arrive partitioned by stream and sorted by version (process_batch)."""
         rejects = changes.select(*REDIS_COLUMNS).mapInArrow(self.cache.apply_arrow, REJECT_DDL).collect()
         if rejects:
             found = [(r["topic"], r["partition"], r["offset"], r["error"]) for r in rejects]
