@@ -2,7 +2,8 @@
 
 A *change* says: entity `entity` reached source position `position` (fixed-width string, see
 positions.py) through `op`:
-- "upsert": the full new row (CDC create/update/snapshot read);
+- "upsert": the full new row (CDC create/update/snapshot read); a null value in `set_fields` means the
+  field is not set (a null column, or a kept one), so a decoder needs no per-row map filtering;
 - "delete": the entity is gone (its position is kept by the views so older records cannot resurrect it);
 - "patch":  one event of a fold: set `set_fields`, remove `del_fields` (applies only on version n+1).
 `keep_fields` (array<string>) names the data fields the change does not carry because the source did

@@ -132,13 +132,25 @@ class RedisCache:
     def apply_arrow(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """`apply_partition` for `DataFrame.mapInArrow`: Arrow batches in, reject batches out.
 
+        Rows with a non-null `error` (a decoder's error rows, when the job applies the decoded frame
+        without splitting it first) are rejected with that error and not applied.
+
         Arrow hands the Python worker whole columns, which costs a fraction of unpickling one Row
         per change (a map column arrives as (key, value) pairs).
         """
         import pyarrow as pa
 
-        rows = (row for batch in batches for row in batch.to_pylist())
-        rejects = list(self.apply_partition(rows))
+        undecoded: list[Reject] = []
+
+        def changes() -> Iterator[dict[str, Any]]:
+            for batch in batches:
+                for row in batch.to_pylist():
+                    if row.get("error") is None:
+                        yield row
+                    else:  # a decoder's error row (the job's one-pass path): refused, never applied
+                        undecoded.append(_reject(row, row["error"]))
+
+        rejects = [*self.apply_partition(changes()), *undecoded]
         yield pa.RecordBatch.from_pylist(
             [dict(zip(REJECT_FIELDS, r, strict=True)) for r in rejects], schema=reject_schema()
         )
@@ -155,10 +167,8 @@ class RedisCache:
     def _gaps(conn: Any, rows: list[Mapping[str, Any]]) -> Iterator[Reject]:
         for row in rows:
             if conn.read_response() == GAP:
-                yield (
-                    row["src_topic"],
-                    row["src_partition"],
-                    row["src_offset"],
+                yield _reject(
+                    row,
                     f"version gap: {row['entity']} at {int(row['position'])} but the cache has not seen the version before it",
                 )
 
@@ -231,6 +241,10 @@ class RedisCache:
                 pipe.execute()
         pipe.execute()
         return restored
+
+
+def _reject(row: Mapping[str, Any], error: str) -> Reject:
+    return (row["src_topic"], row["src_partition"], row["src_offset"], error)
 
 
 def pack_entry(entity: bytes, payload: bytes) -> bytes:

@@ -148,12 +148,13 @@ def test_decode_takes_the_connectors_placeholder(spark: Any) -> None:
 
     custom = decoded(unavailable_placeholder="<toast>")
     assert custom["1"]["keep_fields"] == [DESC] and custom["1"][DESC] is None
-    assert custom["1"]["set_fields"] == {"name": "p1", "price": "1.00", "stock": "1"}
+    # A null in set_fields means "not set" (changes.py): the kept column is never written.
+    assert custom["1"]["set_fields"] == {"name": "p1", "description": None, "price": "1.00", "stock": "1"}
     assert custom["2"]["keep_fields"] == [] and custom["2"][DESC] == DEFAULT_UNAVAILABLE_PLACEHOLDER
     assert custom["3"]["keep_fields"] == [] and custom["3"]["set_fields"] == {}
     default = decoded()
     assert default["1"]["keep_fields"] == [] and default["1"][DESC] == "<toast>"
-    assert default["2"]["keep_fields"] == [DESC] and DESC not in default["2"]["set_fields"]
+    assert default["2"]["keep_fields"] == [DESC] and default["2"]["set_fields"][DESC] is None
 
 
 def test_real_connector_with_default_replica_identity(

@@ -1,0 +1,94 @@
+"""A driver that keeps the cache alone decodes and applies each batch in one pass (job.process_batch):
+undecodable records and refused changes still reach the dead-letter topic with their bytes, a replay
+changes nothing, and no other view is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import read_all, run_once
+from records import OrderEvents, debezium
+
+from materializers import positions
+from materializers.job import JobPlan
+from materializers.orders import ORDERS
+from materializers.products import PRODUCTS
+
+pytestmark = pytest.mark.integration
+
+
+def row(name: str) -> dict[str, Any]:
+    return {"name": name, "description": f"{name} desc", "price": "1.00", "stock": 1}
+
+
+def letters(bootstrap: str, topic: str) -> dict[int, tuple[bytes | None, bytes | None, str]]:
+    """Dead letters by source offset: (key, value, error)."""
+    found = {}
+    for m in read_all(bootstrap, topic):
+        headers = {k: v.decode() for k, v in m.headers()}
+        found[int(headers["dlq-source-offset"])] = (m.key(), m.value(), headers["dlq-error"])
+    return found
+
+
+def test_cdc_cache_alone(spark: Any, topics: Any, producer: Any, run_config: Any, endpoints: Any) -> None:
+    topic = topics("mat-cache-only")
+    records = [
+        debezium(1, 300, "u", row("v300")),
+        (b'{"payload":{"id":9}}', b"\x00not json"),  # offset 1: poison
+        debezium(1, 200, "u", row("v200")),  # late: never wins
+        debezium(2, 100, "c", row("two")),
+        debezium(2, 500, "d", None),
+        debezium(3, 700, "x", row("bad op")),  # offset 5: unsupported op
+        debezium(3, 600, "c", row("three")),
+    ]
+    for key, value in records:
+        producer.produce(topic, key=key, value=value)
+    producer.flush()
+    plan = JobPlan.of(PRODUCTS, run_config(topic=topic, views="cache"))
+    job = run_once(spark, plan)
+
+    cache = plan.cache()
+    assert cache.entities() == {
+        "1": {"name": "v300", "description": "v300 desc", "price": "1.00", "stock": "1"},
+        "3": {"name": "three", "description": "three desc", "price": "1.00", "stock": "1"},
+    }
+    assert cache.position("2") == positions.cdc(500, snapshot=False)
+    assert job.dead_letters == 2
+    dlq = letters(endpoints.kafka_bootstrap_servers, plan.dlq_topic)
+    assert sorted(dlq) == [1, 5]
+    assert dlq[1][:2] == records[1] and "Debezium" in dlq[1][2]
+    assert dlq[5][:2] == records[5] and "unsupported Debezium op x" in dlq[5][2]
+    assert not Path(plan.warehouse().current_path).exists() and not (plan.view_dir / "search").exists()
+
+    replay = JobPlan.of(
+        PRODUCTS,
+        run_config(topic=topic, views="cache", checkpoint=str(plan.job_dir / "replay-ckpt")),
+    )
+    before = {e: cache.position(e) for e in ("1", "2", "3")}
+    run_once(spark, replay, f'{{"{topic}": {{"0": 0}}}}')
+    assert {e: cache.position(e) for e in ("1", "2", "3")} == before
+    assert cache.read("1") == {"name": "v300", "description": "v300 desc", "price": "1.00", "stock": "1"}
+
+
+def test_event_fold_cache_alone(
+    spark: Any, topics: Any, producer: Any, run_config: Any, endpoints: Any, uid: str
+) -> None:
+    events = OrderEvents(endpoints.schema_registry_url, uid)
+    topic = topics("mat-orders-cache-only")
+    created = events.record("c-1", 1, "order.created", order_id="c-1", customer_id="k")
+    unknown = (b"c-2", created[1], [("event-type", b"order.exploded"), ("stream-version", b"1")])
+    gap = events.record("c-1", 3, "order.placed", order_id="c-1", total_cents=5)
+    for key, value, headers in (created, unknown, gap):
+        producer.produce(topic, key=key, value=value, headers=headers)
+    producer.flush()
+
+    plan = JobPlan.of(ORDERS, run_config(topic=topic, views="cache"))
+    job = run_once(spark, plan)
+    assert plan.cache().entities() == {"c-1": {"order_id": "c-1", "customer_id": "k", "status": "draft"}}
+    assert job.dead_letters == 2
+    dlq = letters(endpoints.kafka_bootstrap_servers, plan.dlq_topic)
+    assert sorted(dlq) == [1, 2]
+    assert dlq[1][:2] == unknown[:2] and "order.exploded" in dlq[1][2]
+    assert dlq[2][:2] == gap[:2] and "version gap" in dlq[2][2]
