@@ -61,6 +61,10 @@ from materializers.views.redis_cache import APPLY_LUA, RedisCache
 
 OUT = Path(__file__).parent / "results" / "materializers.json"
 SAMPLED_PER_COMMIT = 5
+# Debezium hands a batch to Connect when max.batch.size records are queued or poll.interval.ms (500)
+# has passed: at 2,000 rows/s that wait alone is ~0.5 s of every row's latency (bench/cdc_bench.py's
+# tuned variant). This bench measures the materializer, so the connector is tuned for latency.
+LATENCY_CONNECTOR = {"poll.interval.ms": "25", "producer.override.linger.ms": "5"}
 DESCRIPTION = "A sturdy everyday product, built to last; ships in recycled packaging. " * 3
 
 # Debezium's JsonConverter (schemas.enable=true) envelope schema for the products table, as the
@@ -535,6 +539,7 @@ def run_latency(
         topic_prefix=f"benchmat{tag}",
         tables=(table,),
         heartbeat=HeartbeatSpec(enabled=False),
+        extra=LATENCY_CONNECTOR,
     )
     connect = ConnectClient(base.endpoints.kafka_connect_url)
     # One driver per group of views: the plan of the driver that keeps a view is where it lives.

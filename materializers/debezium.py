@@ -18,6 +18,7 @@ is not detected.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cdc.values import DEFAULT_UNAVAILABLE_PLACEHOLDER
@@ -55,6 +56,76 @@ def _error(payload: Column, entity: Column) -> Column:
     )
 
 
+@dataclass(slots=True)
+class Decoder:
+    """A job's Debezium decoder (a `Transform`): the decoded frame (see changes.py) of raw Kafka rows
+    (key, value, topic, partition, offset, ...).
+
+    The Spark expressions are built on the first batch and reused: they name columns only, so they
+    bind to every batch alike. `unavailable_placeholder` must match the connector's
+    `unavailable.value.placeholder`.
+    """
+
+    data_columns: tuple[str, ...]
+    data_ddl: str
+    key_column: str
+    unavailable_placeholder: str = DEFAULT_UNAVAILABLE_PLACEHOLDER
+    _built: tuple[Column, list[Column], list[Column]] | None = field(default=None, init=False, repr=False)
+
+    def __call__(self, df: DataFrame, _schemas: object = None) -> DataFrame:
+        if self._built is None:
+            self._built = self._build()
+        present, parsed, projected = self._built
+        return df.where(present).select(*parsed).select(*projected)
+
+    def _build(self) -> tuple[Column, list[Column], list[Column]]:
+        from pyspark.sql import functions as F
+
+        data_columns, key_column = self.data_columns, self.key_column
+        parsed = [
+            *[F.col(c) for c in SOURCE_COLUMNS],
+            F.from_json(F.col("value").cast("string"), value_schema(self.data_ddl))["payload"].alias("p"),
+            F.from_json(F.col("key").cast("string"), key_schema(key_column))["payload"][key_column].alias(
+                "entity"
+            ),
+        ]
+        deleted = F.col("p.op") == "d"
+        # null for a delete (no `after`), so a delete keeps nothing.
+        unavailable = {
+            c: F.col(f"p.after.`{c}`").cast("string") == self.unavailable_placeholder for c in data_columns
+        }
+        carried = {
+            c: F.when(deleted | unavailable[c], F.lit(None)).otherwise(F.col(f"p.after.`{c}`"))
+            for c in data_columns
+        }
+        # No lambdas (filter/map_filter): Spark interprets them row by row, which cost a fifth of the
+        # decoding. array_except drops the nulls; a null in set_fields means "not set" (changes.py).
+        keep = F.array_except(
+            F.array(*[F.when(unavailable[c], F.lit(c)) for c in data_columns]).cast("array<string>"),
+            F.array(F.lit(None).cast("string")),
+        )
+        fields = F.map_from_arrays(
+            F.array(*[F.lit(c) for c in data_columns]),
+            F.array(*[carried[c].cast("string") for c in data_columns]),
+        )
+        projected = [
+            F.col("entity"),
+            # == positions.cdc(lsn, snapshot=op == "r")
+            F.concat(
+                F.lpad(F.col("p.source.lsn").cast("string"), positions.WIDTH, "0"),
+                F.when(F.col("p.op") == "r", F.lit("0")).otherwise(F.lit("1")),
+            ).alias("position"),
+            F.when(deleted, F.lit("delete")).otherwise(F.lit("upsert")).alias("op"),
+            F.when(deleted, F.create_map().cast("map<string,string>")).otherwise(fields).alias("set_fields"),
+            F.array().cast("array<string>").alias("del_fields"),
+            keep.alias("keep_fields"),
+            F.timestamp_millis(F.coalesce(F.col("p.source.ts_ms"), F.col("p.ts_ms"))).alias("event_ts"),
+            *source_coordinates(_error(F.col("p"), F.col("entity"))),
+            *[carried[c].alias(c) for c in data_columns],
+        ]
+        return F.col("value").isNotNull(), parsed, projected
+
+
 def decode(
     df: DataFrame,
     *,
@@ -63,48 +134,5 @@ def decode(
     key_column: str,
     unavailable_placeholder: str = DEFAULT_UNAVAILABLE_PLACEHOLDER,
 ) -> DataFrame:
-    """The decoded frame (see changes.py) of raw Kafka rows (key, value, topic, partition, offset, ...).
-
-    `unavailable_placeholder` must match the connector's `unavailable.value.placeholder`.
-    """
-    from pyspark.sql import functions as F
-
-    parsed = df.where(F.col("value").isNotNull()).select(
-        *SOURCE_COLUMNS,
-        F.from_json(F.col("value").cast("string"), value_schema(data_ddl))["payload"].alias("p"),
-        F.from_json(F.col("key").cast("string"), key_schema(key_column))["payload"][key_column].alias(
-            "entity"
-        ),
-    )
-    deleted = F.col("p.op") == "d"
-    # null for a delete (no `after`), so a delete keeps nothing.
-    unavailable = {c: F.col(f"p.after.`{c}`").cast("string") == unavailable_placeholder for c in data_columns}
-    carried = {
-        c: F.when(deleted | unavailable[c], F.lit(None)).otherwise(F.col(f"p.after.`{c}`"))
-        for c in data_columns
-    }
-    # No lambdas (filter/map_filter): Spark interprets them row by row, which cost a fifth of the
-    # decoding. array_except drops the nulls; a null in set_fields means "not set" (changes.py).
-    keep = F.array_except(
-        F.array(*[F.when(unavailable[c], F.lit(c)) for c in data_columns]).cast("array<string>"),
-        F.array(F.lit(None).cast("string")),
-    )
-    fields = F.map_from_arrays(
-        F.array(*[F.lit(c) for c in data_columns]),
-        F.array(*[carried[c].cast("string") for c in data_columns]),
-    )
-    return parsed.select(
-        F.col("entity"),
-        # == positions.cdc(lsn, snapshot=op == "r")
-        F.concat(
-            F.lpad(F.col("p.source.lsn").cast("string"), positions.WIDTH, "0"),
-            F.when(F.col("p.op") == "r", F.lit("0")).otherwise(F.lit("1")),
-        ).alias("position"),
-        F.when(deleted, F.lit("delete")).otherwise(F.lit("upsert")).alias("op"),
-        F.when(deleted, F.create_map().cast("map<string,string>")).otherwise(fields).alias("set_fields"),
-        F.array().cast("array<string>").alias("del_fields"),
-        keep.alias("keep_fields"),
-        F.timestamp_millis(F.coalesce(F.col("p.source.ts_ms"), F.col("p.ts_ms"))).alias("event_ts"),
-        *source_coordinates(_error(F.col("p"), F.col("entity"))),
-        *[carried[c].alias(c) for c in data_columns],
-    )
+    """One batch decoded by a new `Decoder` (a job keeps one for all its batches)."""
+    return Decoder(data_columns, data_ddl, key_column, unavailable_placeholder)(df)

@@ -118,7 +118,7 @@ ORDERS = Materializer(
     default_topic="eventstore.order.events",
     default_table="",
     data_ddl=DATA_DDL,
-    transform=transform,
+    decoder=lambda: transform,  # per batch: the writer schema ids differ
     sequential=True,
     current_table=False,
 )

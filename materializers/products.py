@@ -6,23 +6,16 @@ Row mapping is the Debezium decoder's: every column of the row is a cache field 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from materializers import debezium
 from materializers.spec import Materializer
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
-    from materializers.avro_events import WriterSchemas
 
 DATA_DDL = "name string, description string, price string, stock int"
 TABLE_DDL = "id integer primary key, name text not null, description text, price numeric(12,2) not null, stock integer not null default 0"
 COLUMNS = ("name", "description", "price", "stock")
 
 
-def transform(df: DataFrame, _schemas: WriterSchemas) -> DataFrame:
-    return debezium.decode(df, data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id")
+def decoder() -> debezium.Decoder:
+    return debezium.Decoder(data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id")
 
 
 PRODUCTS = Materializer(
@@ -31,7 +24,7 @@ PRODUCTS = Materializer(
     default_topic="dbz.public.products",
     default_table="public.products",
     data_ddl=DATA_DDL,
-    transform=transform,
+    decoder=decoder,
     sequential=False,
     search_fields=("name", "description"),
 )
