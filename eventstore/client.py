@@ -86,6 +86,10 @@ class EventStoreClient(Generic[S]):
             ) from exc
         self._replies.assign([TopicPartition(config.replies_topic, self.reply_partition, hi)])
         self._arrived: dict[str, Outcome] = {}
+        # Sent and not yet returned by `wait`. Clients share reply partitions: a reply for another
+        # client's command is skipped undecoded (with 8 clients on 3 partitions each reply was decoded
+        # ~3 times, and kept forever by the clients that never waited for it).
+        self._awaited: set[str] = set()
         self._events = EventReader(config, aggregate, serde)
 
     def close(self) -> None:
@@ -140,6 +144,7 @@ class EventStoreClient(Generic[S]):
             on_delivery=delivered,
         )
         self._producer.poll(0)
+        self._awaited.add(cid)
         return Pending(command_id=cid, stream_id=envelope.stream_id)
 
     def wait(self, pending: Iterable[Pending], timeout: float | None = None) -> dict[str, Outcome]:
@@ -171,8 +176,11 @@ class EventStoreClient(Generic[S]):
                     may_have_been_applied=True,
                 )
             for msg in take(self._replies, 500, timeout=min(0.5, remaining)):
-                if msg.error() is None and msg.key() is not None:
-                    self._arrived[msg.key().decode()] = self.serde.read_outcome(msg.value() or b"")  # type: ignore[union-attr]
+                key = msg.key() if msg.error() is None else None
+                cid = key.decode() if isinstance(key, bytes) else ""
+                if cid in self._awaited or cid in wanted:
+                    self._arrived[cid] = self.serde.read_outcome(msg.value() or b"")
+        self._awaited -= wanted
         return {cid: self._arrived.pop(cid) for cid in wanted}
 
     def execute(

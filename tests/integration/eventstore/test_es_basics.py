@@ -212,3 +212,21 @@ def test_schema_evolution(
     new_reader.close()
     assert old_event.event == OrderCreatedV2(order_id="5", customer_id="c", channel=None)
     assert old_event.schema_id == before.schema_id  # written with v1, read with v2
+
+
+def test_clients_sharing_a_reply_partition_keep_only_their_own_outcomes(
+    store: StoreConfig, start_processor: Any
+) -> None:
+    start_processor("a")
+    serde = serde_for(store)
+    with (
+        EventStoreClient(store, o.ORDER, serde, reply_partition=1) as a,
+        EventStoreClient(store, o.ORDER, serde, reply_partition=1) as b,
+    ):
+        pending = [a.send(o.CreateOrder(order_id=f"share-{i}", customer_id="c")) for i in range(5)]
+        assert {x.status for x in a.wait(pending).values()} == {"ok"}
+        # b reads a's five replies on the way to its own: skipped, not decoded, not kept.
+        mine = create(b, "share-b")
+        assert mine.status == "ok" and mine.stream_id == "order-share-b"
+        assert b._arrived == {} and b._awaited == set()
+        assert a._arrived == {} and a._awaited == set()
