@@ -706,6 +706,8 @@ def render_markdown(res: dict[str, Any]) -> str:
             )
         lines.append("")
     lines += ["## Verdicts", "", "```json", json.dumps(res["verdicts"], indent=2), "```", ""]
+    lines += ["Where the time goes (step by step, per batch) and what was removed: the README's "
+              "Benchmarks section, paragraph \"Where the materializers' time goes\".", ""]  # fmt: skip
     return "\n".join(lines)
 
 
