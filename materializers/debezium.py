@@ -124,15 +124,3 @@ class Decoder:
             *[carried[c].alias(c) for c in data_columns],
         ]
         return F.col("value").isNotNull(), parsed, projected
-
-
-def decode(
-    df: DataFrame,
-    *,
-    data_columns: tuple[str, ...],
-    data_ddl: str,
-    key_column: str,
-    unavailable_placeholder: str = DEFAULT_UNAVAILABLE_PLACEHOLDER,
-) -> DataFrame:
-    """One batch decoded by a new `Decoder` (a job keeps one for all its batches)."""
-    return Decoder(data_columns, data_ddl, key_column, unavailable_placeholder)(df)

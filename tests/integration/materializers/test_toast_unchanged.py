@@ -141,7 +141,7 @@ def test_decode_takes_the_connectors_placeholder(spark: Any) -> None:
 
     def decoded(**placeholder: str) -> dict[str, Any]:
         changes, errors = split(
-            dbz.decode(raw, data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id", **placeholder)
+            dbz.Decoder(data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id", **placeholder)(raw)
         )
         assert errors.count() == 0
         return {r["entity"]: r for r in changes.collect()}
