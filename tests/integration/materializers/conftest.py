@@ -143,7 +143,8 @@ class CdcSource:
         self.pg = psycopg.connect(endpoints.pg_dsn, autocommit=True)
         self.pg.execute(f"CREATE TABLE {self.table} ({ddl})")  # type: ignore[arg-type]
 
-    def start(self) -> None:
+    def start(self, **extra: str) -> None:
+        """Register the connector (`extra`: more connector config, e.g. converter settings)."""
         dsn = psycopg.conninfo.conninfo_to_dict(self.endpoints.pg_dsn)
         config = {
             "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
@@ -162,6 +163,7 @@ class CdcSource:
             "database.user": str(dsn.get("user", "postgres")),
             "database.password": str(dsn.get("password", "")),
             "database.dbname": str(dsn.get("dbname", "postgres")),
+            **extra,
         }
         url = f"{self.endpoints.kafka_connect_url}/connectors/{self.name}"
         httpx.put(f"{url}/config", json=config, timeout=30).raise_for_status()

@@ -21,12 +21,13 @@ def debezium(
     *,
     unavailable: tuple[str, ...] = (),
     placeholder: str = DEFAULT_UNAVAILABLE_PLACEHOLDER,
+    schemas: bool = True,
 ) -> tuple[bytes, bytes]:
-    """(key, value) as Debezium's JsonConverter with schemas writes them (schemas abridged).
+    """(key, value) as Debezium's JsonConverter writes them: with schemas (abridged), or without
+    (`schemas=False`: the payloads alone).
 
     `unavailable` columns get `placeholder` in `after`, as for an unchanged TOASTed column.
     """
-    key = {"schema": {"type": "struct"}, "payload": {"id": entity}}
     after = {"id": entity, **(row or {}), **dict.fromkeys(unavailable, placeholder)}
     payload = {
         "before": None,
@@ -35,6 +36,9 @@ def debezium(
         "op": op,
         "ts_ms": 1_764_000_000_000 + lsn,
     }
+    if not schemas:
+        return json.dumps({"id": entity}).encode(), json.dumps(payload).encode()
+    key = {"schema": {"type": "struct"}, "payload": {"id": entity}}
     return json.dumps(key).encode(), json.dumps({"schema": {"type": "struct"}, "payload": payload}).encode()
 
 
