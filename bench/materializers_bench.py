@@ -66,6 +66,14 @@ SAMPLED_PER_COMMIT = 5
 # has passed: at 2,000 rows/s that wait alone is ~0.5 s of every row's latency (bench/cdc_bench.py's
 # tuned variant). This bench measures the materializer, so the connector is tuned for latency.
 LATENCY_CONNECTOR = {"poll.interval.ms": "25", "producer.override.linger.ms": "5"}
+# --no-json-schemas: JsonConverter without inline schemas (618 instead of 5,166 bytes per products row).
+_JSON = "org.apache.kafka.connect.json.JsonConverter"
+PLAIN_JSON_CONNECTOR = {
+    "key.converter": _JSON,
+    "key.converter.schemas.enable": "false",
+    "value.converter": _JSON,
+    "value.converter.schemas.enable": "false",
+}
 DESCRIPTION = "A sturdy everyday product, built to last; ships in recycled packaging. " * 3
 
 # Debezium's JsonConverter (schemas.enable=true) envelope schema for the products table, as the
@@ -123,8 +131,9 @@ KEY_SCHEMA = {
 }
 
 
-def snapshot_record(entity: int, lsn: int) -> tuple[bytes, bytes]:
-    """One snapshot read (op "r") of product `entity`, as Debezium's JsonConverter writes it."""
+def snapshot_record(entity: int, lsn: int, schemas: bool = True) -> tuple[bytes, bytes]:
+    """One snapshot read (op "r") of product `entity`, as Debezium's JsonConverter writes it (with
+    or without inline schemas)."""
     ts = 1_764_000_000_000 + entity // 1000
     after = {
         "id": entity,
@@ -150,18 +159,20 @@ def snapshot_record(entity: int, lsn: int) -> tuple[bytes, bytes]:
         "xmin": None,
     }
     payload = {"before": None, "after": after, "source": source, "op": "r", "ts_ms": ts}
+    if not schemas:
+        return json.dumps({"id": entity}).encode(), json.dumps(payload).encode()
     key = {"schema": KEY_SCHEMA, "payload": {"id": entity}}
     return json.dumps(key).encode(), json.dumps({"schema": VALUE_SCHEMA, "payload": payload}).encode()
 
 
-def produce_snapshot(bootstrap: str, topic: str, records: int) -> float:
+def produce_snapshot(bootstrap: str, topic: str, records: int, schemas: bool = True) -> float:
     """Produce `records` snapshot reads (entities 1..records); return seconds taken."""
     began = time.monotonic()
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000, "compression.type": "lz4"}
     )
     for entity in range(1, records + 1):
-        key, value = snapshot_record(entity, 50_000_000)
+        key, value = snapshot_record(entity, 50_000_000, schemas)
         while True:
             try:
                 producer.produce(topic, key=key, value=value)
@@ -288,7 +299,7 @@ def unlink_prefix(url: str, prefix: str) -> None:
 
 
 def hand_written_loop(
-    config: RunConfig, topic: str, records: int, prefix: str, pipelined: bool
+    config: RunConfig, topic: str, records: int, prefix: str, pipelined: bool, schemas: bool = True
 ) -> dict[str, Any]:
     """What a user writes without Spark: consume, decode, apply the view's Lua script per record."""
     client = redis.Redis.from_url(config.endpoints.redis_url)
@@ -308,7 +319,8 @@ def hand_written_loop(
             msgs = [m for m in consumer.consume(500, 1.0) if m.error() is None and m.value() is not None]
             target = client.pipeline(transaction=False) if pipelined else client
             for msg in msgs:
-                payload = json.loads(msg.value())["payload"]
+                doc = json.loads(msg.value())
+                payload = doc["payload"] if schemas else doc
                 after = payload["after"]
                 # position, op, fields set, fields kept (none: a snapshot carries every column)
                 args = [f"{payload['source']['lsn']:020d}0", "upsert", "4", "0"]
@@ -325,16 +337,27 @@ def hand_written_loop(
 
 
 def run_backfill(
-    base: RunConfig, records: int, views: tuple[str, ...], work: Path, tag: str, baselines: bool = True
+    base: RunConfig,
+    records: int,
+    views: tuple[str, ...],
+    work: Path,
+    tag: str,
+    baselines: bool = True,
+    schemas: bool = True,
 ) -> dict[str, Any]:
     bootstrap = base.endpoints.kafka_bootstrap_servers
     topic = f"bench-mat-backfill-{tag}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(timeout=30)
-    results: dict[str, Any] = {"records": records, "topic_partitions": 2, "master": base.master}
+    results: dict[str, Any] = {
+        "records": records,
+        "topic_partitions": 2,
+        "master": base.master,
+        "json_schemas": schemas,
+    }
     try:
         print(f"producing {records} Debezium-shaped records to {topic} ...", flush=True)
-        results["produce_seconds"] = round(produce_snapshot(bootstrap, topic, records), 2)
+        results["produce_seconds"] = round(produce_snapshot(bootstrap, topic, records, schemas), 2)
         spark = spark_session.build(base.master, "bench-materializers-backfill")
         try:
             for view in views:
@@ -362,7 +385,7 @@ def run_backfill(
         for name, pipelined in loops:
             prefix = f"bench-{tag}-{name}"
             print(f"baseline {name} ...", flush=True)
-            results[name] = hand_written_loop(base, topic, records, prefix, pipelined)
+            results[name] = hand_written_loop(base, topic, records, prefix, pipelined, schemas)
             print(f"  {results[name]['rows_per_s']} rows/s", flush=True)
             results[name]["view_rows"] = count_keys(base.endpoints.redis_url, prefix)
             unlink_prefix(base.endpoints.redis_url, prefix)
@@ -545,6 +568,7 @@ def run_latency(
     layout: tuple[tuple[str, ...], ...],
     work: Path,
     tag: str,
+    schemas: bool = True,
 ) -> dict[str, Any]:
     schema = f"bench_mat_{tag}"
     table = load_table(base.endpoints.pg_dsn, schema, rows)
@@ -554,7 +578,7 @@ def run_latency(
         topic_prefix=f"benchmat{tag}",
         tables=(table,),
         heartbeat=HeartbeatSpec(enabled=False),
-        extra=LATENCY_CONNECTOR,
+        extra={**LATENCY_CONNECTOR, **({} if schemas else PLAIN_JSON_CONNECTOR)},
     )
     connect = ConnectClient(base.endpoints.kafka_connect_url)
     # One driver per group of views: the plan of the driver that keeps a view is where it lives.
@@ -617,6 +641,7 @@ def run_latency(
             "drivers": [",".join(views) for views in layout],
             "measured_seconds": seconds,
             "warmup_seconds": warmup,
+            "json_schemas": schemas,
         }
         for p in probers:
             result[p.name] = {
@@ -690,11 +715,15 @@ def verdicts(res: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _form(run: dict[str, Any]) -> str:
+    return "" if run.get("json_schemas", True) else " without inline JSON schemas"
+
+
 def render_markdown(res: dict[str, Any]) -> str:
     lines = ["# Materializers benchmark", "", f"Measured {res['measured_at']} on {res['machine']}.", ""]
     b = res.get("backfill")
     if b:
-        lines += [f"## Backfill of {b['records']:,} Debezium records (local[2], 2 partitions)", "",
+        lines += [f"## Backfill of {b['records']:,} Debezium records{_form(b)} (local[2], 2 partitions)", "",
                   "| run | rows/s | rows/s/core | seconds | view rows | driver RSS by quarter, MiB: py / jvm | of which anonymous: py / jvm |",
                   "|---|---:|---:|---:|---:|---|---|"]  # fmt: skip
         runs = ("cache", "search", "warehouse", "hand_written_loop", "hand_written_loop_pipelined")
@@ -709,7 +738,7 @@ def render_markdown(res: dict[str, Any]) -> str:
         lines.append("")
     for lat in res.get("latency") or ():
         drivers = " / ".join(lat["drivers"])
-        lines += [f"## Commit→view latency at {lat['achieved_rows_per_s']:,} rows/s (target {lat['target_rows_per_s']:,}), drivers: {drivers}", "",
+        lines += [f"## Commit→view latency at {lat['achieved_rows_per_s']:,} rows/s (target {lat['target_rows_per_s']:,}){_form(lat)}, drivers: {drivers}", "",
                   f"Measured for {lat['measured_seconds']:g} s after {lat.get('warmup_seconds', 20):g} s of the same load (warm-up); trigger {lat['trigger']}.", "",
                   "| view | p50 ms | p90 ms | p99 ms | max ms | rows measured | poll interval s |",
                   "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
@@ -763,6 +792,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=True,
         help="backfill phase: also run the hand-written loops (the baseline of the cache's ratio)",
     )
+    parser.add_argument(
+        "--json-schemas",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Debezium JSON with inline schemas (the cdc package's default) or without (~8x smaller)",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     base = RunConfig.from_env()
@@ -792,7 +827,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if "backfill" not in args.skip:
             results["backfill"] = run_backfill(
-                base, args.records, args.backfill_views, work, tag, args.baselines
+                base, args.records, args.backfill_views, work, tag, args.baselines, args.json_schemas
             )
             save(args.out, results)  # a later phase failing keeps this one
         if "latency" not in args.skip:
@@ -807,6 +842,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     layout,
                     work,
                     f"{tag}{i}",
+                    args.json_schemas,
                 )
                 for i, layout in enumerate(layouts)
             ]
