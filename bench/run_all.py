@@ -21,16 +21,27 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 QUICK = RESULTS / "quick"
 
-# name, script, output option + the file it names (a dir for "-dir" options), quick-size arguments
-BENCHES: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = (
-    ("cdc", "cdc_bench.py", "--out-dir", "cdc.md", ("--quick", "--rows", "100000")),
-    ("eventstore", "eventstore_bench.py", "--out-dir", "eventstore.md", ("--quick",)),
+MATERIALIZERS_QUICK = ("--records", "200000", "--seconds", "20", "--table-rows", "5000")
+# name, script, output option + the file it names (a dir for "-dir" options), quick-size arguments,
+# arguments of every run
+BENCHES: tuple[tuple[str, str, str, str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("cdc", "cdc_bench.py", "--out-dir", "cdc.md", ("--quick", "--rows", "100000"), ()),
+    ("eventstore", "eventstore_bench.py", "--out-dir", "eventstore.md", ("--quick",), ()),
     (
         "materializers",
         "materializers_bench.py",
         "--out",
         "materializers.json",
-        ("--records", "200000", "--seconds", "20", "--table-rows", "5000"),
+        MATERIALIZERS_QUICK,
+        (),
+    ),
+    (
+        "materializers_noschema",
+        "materializers_bench.py",
+        "--out",
+        "materializers-noschema.json",
+        MATERIALIZERS_QUICK,
+        ("--no-json-schemas",),
     ),
     (
         "materializers_restore",
@@ -38,6 +49,7 @@ BENCHES: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = (
         "--out",
         "materializers_restore.json",
         ("--records", "5000", "--tail", "500", "--entities", "1000"),
+        (),
     ),
 )
 
@@ -56,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = 0
     with open_stack() as stack:
         env = {**os.environ, **stack.endpoints.as_env()}
-        for name, script, out_flag, output, quick in BENCHES:
+        for name, script, out_flag, output, quick, always in BENCHES:
             if args.only and name not in args.only:
                 continue
             print(f"=== {name} ({'quick' if args.quick else 'full size'}) ===", flush=True)
@@ -64,7 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             where = QUICK if args.quick else RESULTS
             out = where if out_flag.endswith("-dir") else where / output
             sized = quick if args.quick else ()
-            code = subprocess.call([sys.executable, str(HERE / script), out_flag, str(out), *sized], env=env)
+            command = [sys.executable, str(HERE / script), out_flag, str(out), *always, *sized]
+            code = subprocess.call(command, env=env)
             took = time.monotonic() - began
             failed += code != 0
             rows.append(
