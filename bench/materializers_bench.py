@@ -49,7 +49,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from cdc.connect_client import ConnectClient
-from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec
+from cdc.connector_spec import SCHEMALESS_JSON, ConnectorSpec, DatabaseSpec, HeartbeatSpec
 from cdc.preflight import run_preflight
 from cdc.slots import drop_slot
 from kafkakit.positions import parse_start
@@ -66,14 +66,6 @@ SAMPLED_PER_COMMIT = 5
 # has passed: at 2,000 rows/s that wait alone is ~0.5 s of every row's latency (bench/cdc_bench.py's
 # tuned variant). This bench measures the materializer, so the connector is tuned for latency.
 LATENCY_CONNECTOR = {"poll.interval.ms": "25", "producer.override.linger.ms": "5"}
-# --no-json-schemas: JsonConverter without inline schemas (618 instead of 5,166 bytes per products row).
-_JSON = "org.apache.kafka.connect.json.JsonConverter"
-PLAIN_JSON_CONNECTOR = {
-    "key.converter": _JSON,
-    "key.converter.schemas.enable": "false",
-    "value.converter": _JSON,
-    "value.converter.schemas.enable": "false",
-}
 DESCRIPTION = "A sturdy everyday product, built to last; ships in recycled packaging. " * 3
 
 # Debezium's JsonConverter (schemas.enable=true) envelope schema for the products table, as the
@@ -578,7 +570,7 @@ def run_latency(
         topic_prefix=f"benchmat{tag}",
         tables=(table,),
         heartbeat=HeartbeatSpec(enabled=False),
-        extra={**LATENCY_CONNECTOR, **({} if schemas else PLAIN_JSON_CONNECTOR)},
+        extra={**LATENCY_CONNECTOR, **({} if schemas else SCHEMALESS_JSON)},
     )
     connect = ConnectClient(base.endpoints.kafka_connect_url)
     # One driver per group of views: the plan of the driver that keeps a view is where it lives.

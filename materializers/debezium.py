@@ -6,12 +6,12 @@ package's default) value = {"schema": ..., "payload": {"before", "after", "sourc
 the payload itself and the key is {<pk>: ...}. Columns are typed by the materializer's DDL, so the inline
 schema is never needed here, and without it a record is ~8x smaller (5,166 -> 618 bytes for the bench's
 products row), which Debezium, Kafka and this decoder all pay for. A key column named `schema` or
-`payload` is read from the enveloped form only (the plain form would be ambiguous). A delete is followed by a tombstone
-(null value), which carries nothing a view needs and is dropped (not dead-lettered). Snapshot reads
-(op "r") are upserts. The position is `source.lsn`: every change in the WAL has its own LSN, and a
-row's later change always has a higher one. Numeric columns arrive as strings
-(decimal.handling.mode=string) so no precision is lost on the way to the views. A snapshot read and
-the first streamed change of a row can share an LSN; see `positions.cdc` for the tie-break.
+`payload` is read from the enveloped form only (the plain form would be ambiguous).
+A delete is followed by a tombstone (null value), which carries nothing a view needs and is dropped
+(not dead-lettered). Snapshot reads (op "r") are upserts. The position is `source.lsn`: every change
+in the WAL has its own LSN, and a row's later change always has a higher one. Numeric columns arrive
+as strings (decimal.handling.mode=string) so no precision is lost on the way to the views. A snapshot
+read and the first streamed change of a row can share an LSN; see `positions.cdc` for the tie-break.
 Unchanged TOAST values: with REPLICA IDENTITY DEFAULT an update that leaves a large (TOASTed) column
 alone reaches Debezium without it, and the connector puts its `unavailable.value.placeholder`
 (default `__debezium_unavailable_value`) in `after`. Such a column is named in `keep_fields`, left out

@@ -13,20 +13,13 @@ import pytest
 from conftest import read_all, run_once, wait_for_end_offset
 from records import debezium
 
+from cdc.connector_spec import SCHEMALESS_JSON
 from materializers import debezium as dbz
 from materializers.job import JobPlan
 from materializers.products import COLUMNS, DATA_DDL, PRODUCTS, TABLE_DDL
 from materializers.verify import verify
 
 pytestmark = pytest.mark.integration
-
-JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
-PLAIN = {
-    "key.converter": JSON_CONVERTER,
-    "key.converter.schemas.enable": "false",
-    "value.converter": JSON_CONVERTER,
-    "value.converter.schemas.enable": "false",
-}
 
 
 def row(entity: int, price: str) -> dict[str, Any]:
@@ -85,13 +78,12 @@ def test_real_connector_without_schemas(spark: Any, cdc_source: Any, run_config:
     pg = source.pg
     for i in (1, 2, 3):
         pg.execute(f"INSERT INTO {source.table} VALUES ({i}, 'p{i}', 'about {i}', {i}.00, {i})")  # type: ignore[arg-type]
-    source.start(**PLAIN)  # snapshot reads of 1..3
+    source.start(**SCHEMALESS_JSON)  # snapshot reads of 1..3
     pg.execute(f"UPDATE {source.table} SET price = 9.50, stock = 7 WHERE id = 2")  # type: ignore[arg-type]
     pg.execute(f"DELETE FROM {source.table} WHERE id = 3")  # type: ignore[arg-type]
     pg.execute(f"INSERT INTO {source.table} VALUES (4, 'p4', 'about 4', 4.00, 4)")  # type: ignore[arg-type]
-    wait_for_end_offset(
-        endpoints.kafka_bootstrap_servers, source.topic, 7
-    )  # 3 + update + delete, tombstone + insert
+    # 3 snapshot reads, the update, the delete and its tombstone, the insert
+    wait_for_end_offset(endpoints.kafka_bootstrap_servers, source.topic, 7)
     plan = JobPlan.of(PRODUCTS, run_config(topic=source.topic, table=f"public.{source.table}"))
     run_once(spark, plan)
 
