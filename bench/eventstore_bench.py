@@ -259,7 +259,7 @@ def run_clients(
 # --- the systems under test --------------------------------------------------------------------------
 
 
-def processor_main(config: Any, batch_size: int, linger_ms: float, stop: Any, out: Any) -> None:
+def processor_main(config: Any, batch_size: int, linger_ms: float | None, stop: Any, out: Any) -> None:
     from eventstore.examples.order import ORDER
     from eventstore.processor import CommandProcessor
     from eventstore.registry import HttpRegistry
@@ -267,7 +267,12 @@ def processor_main(config: Any, batch_size: int, linger_ms: float, stop: Any, ou
 
     serde = Serde(ORDER, HttpRegistry(config.schema_registry_url), subject_prefix=config.name)
     processor = CommandProcessor(
-        config, ORDER, serde, instance_id="bench", batch_size=batch_size, linger_ms=linger_ms
+        config,
+        ORDER,
+        serde,
+        instance_id="bench",
+        batch_size=batch_size,
+        **({} if linger_ms is None else {"linger_ms": linger_ms}),
     )
 
     def watch() -> None:
@@ -361,7 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="one small round (~1 minute)")
     parser.add_argument("--label", default="", help="a note stored with the results (e.g. what changed)")
-    parser.add_argument("--linger-ms", type=float, default=50, help="the processor producer's linger.ms")
+    parser.add_argument(
+        "--linger-ms", type=float, help="the processor producer's linger.ms (default: the processor's own)"
+    )
     parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where eventstore.json/.md go")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
