@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 ROW_OPS = ("c", "u", "r")
+# The decoder's expressions, applied in order: the filter, then three projections.
+_Expressions = tuple["Column", list["Column"], list["Column"], list["Column"]]
 
 
 ENVELOPE_FIELDS = ("schema", "payload")
@@ -97,20 +99,28 @@ class Decoder:
     data_ddl: str
     key_column: str
     unavailable_placeholder: str = DEFAULT_UNAVAILABLE_PLACEHOLDER
-    _built: tuple[Column, list[Column], list[Column]] | None = field(default=None, init=False, repr=False)
+    _built: _Expressions | None = field(default=None, init=False, repr=False)
 
     def __call__(self, df: DataFrame, _schemas: object = None) -> DataFrame:
         if self._built is None:
             self._built = self._build()
-        present, parsed, projected = self._built
-        return df.where(present).select(*parsed).select(*projected)
+        present, documents, parsed, projected = self._built
+        return df.where(present).select(*documents).select(*parsed).select(*projected)
 
-    def _build(self) -> tuple[Column, list[Column], list[Column]]:
+    def _build(self) -> _Expressions:
         from pyspark.sql import functions as F
 
         data_columns, key_column = self.data_columns, self.key_column
-        value = F.from_json(F.col("value").cast("string"), value_schema(self.data_ddl))
-        key = F.from_json(F.col("key").cast("string"), key_schema(key_column))
+        # Parsed in a projection of their own, then read by name: a field read straight off
+        # `from_json(...)` is rewritten by Spark (enableJsonExpressionOptimization) into a from_json
+        # of that field alone, so the value and the key were each parsed twice (200k records:
+        # 4.6 -> 2.6 s).
+        documents = [
+            *[F.col(c) for c in SOURCE_COLUMNS],
+            F.from_json(F.col("value").cast("string"), value_schema(self.data_ddl)).alias("_value"),
+            F.from_json(F.col("key").cast("string"), key_schema(key_column)).alias("_key"),
+        ]
+        value, key = F.col("_value"), F.col("_key")
         plain_key = key[key_column] if key_column not in ENVELOPE_FIELDS else F.lit(None)
         parsed = [
             *[F.col(c) for c in SOURCE_COLUMNS],
@@ -151,4 +161,4 @@ class Decoder:
             *source_coordinates(_error(F.col("p"), F.col("entity"))),
             *[carried[c].alias(c) for c in data_columns],
         ]
-        return F.col("value").isNotNull(), parsed, projected
+        return F.col("value").isNotNull(), documents, parsed, projected
