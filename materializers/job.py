@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any
 from kafkakit.positions import StartPosition, parse_offsets_json
 from materializers import checkpoint, dead_letters, lifecycle, positions, status
 from materializers.avro_events import WriterSchemas
-from materializers.changes import latest_per_entity, split
+from materializers.changes import split
 from materializers.config import RunConfig
 from materializers.errors import CheckpointMismatch, SourceUnavailable
 from materializers.spec import Materializer
 from materializers.views.delta_warehouse import DeltaWarehouse
 from materializers.views.redis_cache import REJECT_DDL, RedisCache
-from materializers.views.search_index import SearchChange, SearchIndex
+from materializers.views.search_index import SearchIndex, latest_changes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -265,12 +265,17 @@ class Job:
         from pyspark.sql import functions as F
 
         decoded = self.decode(batch, self.schemas)
-        if self.plan.keeps("cache") and self.index is None and not self.plan.keeps("warehouse"):
-            # The cache is the only reader: decode and apply in ONE Spark job, nothing persisted;
-            # undecodable records come back beside the refused changes (measured 6.8 -> 5.0 s per
-            # 50k records on one core: no in-memory columnar copy, no second pass).
+        only = self._only_view()
+        # A view that is the job's only reader decodes and applies in ONE Spark job, nothing
+        # persisted; undecodable records come back beside the changes (cache: 6.8 -> 5.0 s per 50k
+        # records on one core; search: 1.7 -> ~1 s per 4k-record batch of a live stream).
+        if only == "cache":
             self._failpoint("before-views", batch_id)
             self._cache(self._ordered(decoded), batch)
+            return
+        if only == "search":
+            self._failpoint("before-views", batch_id)
+            self._index(decoded, batch_id, batch)
             return
         # Persisted once decoded: every step below reads the decoded rows, none decodes again.
         decoded = decoded.persist()
@@ -288,6 +293,10 @@ class Job:
         finally:
             decoded.unpersist()
 
+    def _only_view(self) -> str | None:
+        kept = [v for v in ("cache", "warehouse") if self.plan.keeps(v)] + (["search"] if self.index else [])
+        return kept[0] if len(kept) == 1 else None
+
     def _ordered(self, changes: DataFrame) -> DataFrame:
         # A fold's patches apply in version order: one task per stream, sorted. CDC upserts commute.
         if not self.plan.spec.sequential:
@@ -300,7 +309,7 @@ class Job:
                 self._cache(changes, batch)
             self._failpoint("after-cache", batch_id)
             if self.index is not None:
-                self._index(changes, batch_id)
+                self._index(changes, batch_id, batch)
             if self.plan.keeps("warehouse"):
                 self.warehouse.write_batch(changes, self.app_id, batch_id, self.plan.spec.data_columns)
             self._failpoint("after-warehouse", batch_id)
@@ -329,24 +338,25 @@ class Job:
             "%d record(s) of %s sent to dead-letter topic %s", count, self.plan.topic, self.plan.dlq_topic
         )
 
-    def _index(self, changes: DataFrame, batch_id: int) -> None:
+    def _index(self, changes: DataFrame, batch_id: int, batch: DataFrame) -> None:
+        """Every change of the batch comes to the driver (the index's single writer) through Arrow and
+        is folded there to each entity's newest: one Spark job, where a Spark-side fold (a shuffle)
+        and a collect of Rows took two. `changes` may still hold the decoder's error rows: those go
+        to the dead-letter topic."""
         assert self.index is not None
         fields = self.plan.spec.search_fields
-        latest = latest_per_entity(changes, (), fields)
-        # Collected, not streamed: toLocalIterator lowered the Python driver's memory (1M-record
-        # backfill, anonymous 486-578 -> 283-384 MiB) but a 250k-entity batch then ran the 1 GiB
-        # driver JVM out of heap (its per-partition task results are held as blocks).
-        docs = [
-            SearchChange(
-                entity=r["entity"],
-                position=r["position"],
-                deleted=r["op"] == "delete",
-                fields={f: r[f] for f in fields},
-                carried_at={f: at for f, at in r["carried_at"].asDict().items() if at is not None},
-            )
-            for r in latest.collect()
+        errors = ["src_topic", "src_partition", "src_offset", "error"] if "error" in changes.columns else []
+        rows = (
+            changes.select("entity", "position", "op", "keep_fields", *fields, *errors).toArrow().to_pylist()
+        )
+        failed = [
+            (r["src_topic"], r["src_partition"], r["src_offset"], r["error"]) for r in rows if r.get("error")
         ]
-        self.index.apply_batch(self.app_id, batch_id, docs)
+        if failed:
+            self._dead_letter(dead_letters.rejects_frame(batch, failed), len(failed))
+        latest = latest_changes((r for r in rows if not r.get("error")), fields)
+        if latest:
+            self.index.apply_batch(self.app_id, batch_id, latest)
 
     def _failpoint(self, step: str, batch_id: int) -> None:
         """Test hook (RunConfig.failpoint "<step>:<marker>[:until-stop]"): announce the step, then block.

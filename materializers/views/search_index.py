@@ -44,6 +44,33 @@ class SearchChange:
     carried_at: Mapping[str, str]
 
 
+def latest_changes(rows: Iterable[Mapping[str, Any]], text_fields: tuple[str, ...]) -> list[SearchChange]:
+    """Each entity's newest change among a batch's change rows (pure; for the text fields, the
+    twin of `changes.latest_per_entity`): the position and op of its newest change, and per field
+    the value of the newest change that carried it (did not name it in `keep_fields`)."""
+    newest: dict[str, Mapping[str, Any]] = {}
+    carried: dict[str, dict[str, tuple[str, str | None]]] = {}
+    for row in rows:
+        entity, position = row["entity"], row["position"]
+        if entity not in newest or position > newest[entity]["position"]:
+            newest[entity] = row
+        kept = row["keep_fields"] or ()
+        held = carried.setdefault(entity, {})
+        for name in text_fields:
+            if name not in kept and (name not in held or position > held[name][0]):
+                held[name] = (position, row[name])
+    return [
+        SearchChange(
+            entity=entity,
+            position=row["position"],
+            deleted=row["op"] == "delete",
+            fields={name: value for name, (_at, value) in carried[entity].items()},
+            carried_at={name: at for name, (at, _value) in carried[entity].items()},
+        )
+        for entity, row in newest.items()
+    ]
+
+
 def document_fields(
     change: SearchChange, stored: Mapping[str, Sequence[str]] | None, text_fields: tuple[str, ...]
 ) -> dict[str, str]:

@@ -7,7 +7,7 @@ import pytest
 from materializers import positions
 from materializers.changes import keeps
 from materializers.views.delta_warehouse import merge_assignments
-from materializers.views.search_index import SearchChange, document_fields
+from materializers.views.search_index import SearchChange, document_fields, latest_changes
 
 P = positions.encode
 
@@ -71,3 +71,38 @@ def test_merge_assignments_keep_target_value_unless_carried_newer() -> None:
         "CASE WHEN s.carried_at.`description` IS NULL OR s.carried_at.`description` <= t.position "
         "THEN t.`description` ELSE s.`description` END"
     )
+
+
+def row(
+    entity: str, at: int, op: str = "upsert", kept: tuple[str, ...] = (), **fields: str | None
+) -> dict[str, object]:
+    return {"entity": entity, "position": P(at), "op": op, "keep_fields": list(kept), **fields}
+
+
+def test_latest_changes_takes_each_field_from_the_newest_change_that_carried_it() -> None:
+    rows = [
+        row("1", 7, name="b", description=None, kept=("description",)),  # TOAST kept: not carried
+        row("1", 5, name="a", description="long"),
+        row("2", 3, name="x", description="y"),
+        row("1", 6, name="late", description="newer", kept=()),
+    ]
+    found = {c.entity: c for c in latest_changes(rows, TEXT)}
+    assert found["1"] == SearchChange(
+        entity="1",
+        position=P(7),
+        deleted=False,
+        fields={"name": "b", "description": "newer"},
+        carried_at={"name": P(7), "description": P(6)},
+    )
+    assert found["2"].fields == {"name": "x", "description": "y"} and found["2"].position == P(3)
+
+
+def test_latest_changes_a_delete_wins_and_carries_nulls_a_field_never_carried_is_absent() -> None:
+    deleted = latest_changes([row("1", 4, name="a"), row("1", 8, op="delete", name=None)], ("name",))
+    assert deleted == [
+        SearchChange(
+            entity="1", position=P(8), deleted=True, fields={"name": None}, carried_at={"name": P(8)}
+        )
+    ]
+    kept = latest_changes([row("1", 4, kept=("name",), name=None)], ("name",))
+    assert kept[0].fields == {} and kept[0].carried_at == {}

@@ -1,6 +1,6 @@
-"""A driver that keeps the cache alone decodes and applies each batch in one pass (job.process_batch):
-undecodable records and refused changes still reach the dead-letter topic with their bytes, a replay
-changes nothing, and no other view is written."""
+"""A driver that keeps one view alone (the cache, or the search index) decodes and applies each batch in
+one pass (job.process_batch): undecodable records and refused changes still reach the dead-letter
+topic with their bytes, a replay changes nothing, and no other view is written."""
 
 from __future__ import annotations
 
@@ -32,9 +32,8 @@ def letters(bootstrap: str, topic: str) -> dict[int, tuple[bytes | None, bytes |
     return found
 
 
-def test_cdc_cache_alone(spark: Any, topics: Any, producer: Any, run_config: Any, endpoints: Any) -> None:
-    topic = topics("mat-cache-only")
-    records = [
+def cdc_records() -> list[tuple[bytes | None, bytes | None]]:
+    return [
         debezium(1, 300, "u", row("v300")),
         (b'{"payload":{"id":9}}', b"\x00not json"),  # offset 1: poison
         debezium(1, 200, "u", row("v200")),  # late: never wins
@@ -43,6 +42,11 @@ def test_cdc_cache_alone(spark: Any, topics: Any, producer: Any, run_config: Any
         debezium(3, 700, "x", row("bad op")),  # offset 5: unsupported op
         debezium(3, 600, "c", row("three")),
     ]
+
+
+def test_cdc_cache_alone(spark: Any, topics: Any, producer: Any, run_config: Any, endpoints: Any) -> None:
+    topic = topics("mat-cache-only")
+    records = cdc_records()
     for key, value in records:
         producer.produce(topic, key=key, value=value)
     producer.flush()
@@ -70,6 +74,38 @@ def test_cdc_cache_alone(spark: Any, topics: Any, producer: Any, run_config: Any
     run_once(spark, replay, f'{{"{topic}": {{"0": 0}}}}')
     assert {e: cache.position(e) for e in ("1", "2", "3")} == before
     assert cache.read("1") == {"name": "v300", "description": "v300 desc", "price": "1.00", "stock": "1"}
+
+
+def test_cdc_search_alone(spark: Any, topics: Any, producer: Any, run_config: Any, endpoints: Any) -> None:
+    topic = topics("mat-search-only")
+    records = cdc_records()
+    for key, value in records:
+        producer.produce(topic, key=key, value=value)
+    producer.flush()
+    plan = JobPlan.of(PRODUCTS, run_config(topic=topic, views="search"))
+    job = run_once(spark, plan)
+
+    index = plan.search()
+    assert index is not None
+    expected = {
+        "1": {"name": "v300", "description": "v300 desc"},
+        "3": {"name": "three", "description": "three desc"},
+    }
+    assert index.live_documents() == expected
+    assert index.search("v200") == [] and index.search("two") == []
+    assert job.dead_letters == 2
+    dlq = letters(endpoints.kafka_bootstrap_servers, plan.dlq_topic)
+    assert sorted(dlq) == [1, 5]
+    assert dlq[1][:2] == records[1] and "Debezium" in dlq[1][2]
+    assert dlq[5][:2] == records[5] and "unsupported Debezium op x" in dlq[5][2]
+    assert not Path(plan.warehouse().current_path).exists() and plan.cache().entities() == {}
+
+    replay = JobPlan.of(
+        PRODUCTS,
+        run_config(topic=topic, views="search", checkpoint=str(plan.job_dir / "replay-ckpt")),
+    )
+    run_once(spark, replay, f'{{"{topic}": {{"0": 0}}}}')
+    assert index.live_documents() == expected
 
 
 def test_event_fold_cache_alone(
