@@ -12,9 +12,9 @@ Side by side in one run (results in bench/results/materializers.json + .md):
 2. Latency: a real Postgres table captured by a real Debezium connector, updated at `--rate` rows/s
    (default 2,000) for `--seconds` after `--warmup` seconds of the same load (the connector is tuned for
    latency: LATENCY_CONNECTOR), while the products materializer runs, each group of views in its
-   own driver process (the `materializers` CLI with `--views`); one run per `--drivers` layout, one
-   after the other (default: the cache alone; search + warehouse; both drivers at once, as a 2-core
-   machine would host all three views). A row's commit→view latency is the time from its commit until
+   own driver process (the `materializers` CLI with `--views`, optionally its own `--trigger`); one
+   run per `--drivers` layout, one after the other (DEFAULT_LAYOUTS: the cache alone; the search index
+   alone; a driver per view at once, as a 2-core machine would host all three). A row's commit→view latency is the time from its commit until
    a poller sees the new value in the view (5 rows of every commit are followed; cache polled every
    50 ms, search and warehouse every 250 ms: that interval bounds the resolution).
 Needs a running stack (`make up`, `source .stack/env`). Timing on a shared 2-core machine is noisy:
@@ -61,6 +61,10 @@ from materializers.views.delta_warehouse import query
 from materializers.views.redis_cache import APPLY_LUA, RedisCache
 
 OUT = Path(__file__).parent / "results" / "materializers.json"
+# The cache alone, the search index alone, then all three views at once as a 2-core machine would host
+# them: a driver per view, the warehouse on a longer trigger (Delta costs seconds per commit whatever
+# the batch's size, so a short trigger only spends the cores the other views need).
+DEFAULT_LAYOUTS = ("cache", "search", "cache/search/warehouse@30s")
 SAMPLED_PER_COMMIT = 5
 # Debezium hands a batch to Connect when max.batch.size records are queued or poll.interval.ms (500)
 # has passed: at 2,000 rows/s that wait alone is ~0.5 s of every row's latency (bench/cdc_bench.py's
@@ -534,6 +538,22 @@ def load_table(dsn: str, schema: str, rows: int) -> str:
     return table
 
 
+@dataclass(frozen=True)
+class Driver:
+    """One driver process of a latency layout: the views it keeps and, when set, its own trigger."""
+
+    views: tuple[str, ...]
+    trigger: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Driver:
+        views, _, trigger = text.partition("@")
+        return cls(parse_views(views), trigger or None)
+
+    def __str__(self) -> str:
+        return ",".join(self.views) + (f"@{self.trigger}" if self.trigger else "")
+
+
 def start_job(plan: JobPlan, trigger: str, log_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """One materializer driver through the CLI, keeping the plan's views only."""
     c = plan.config
@@ -557,7 +577,7 @@ def run_latency(
     seconds: float,
     warmup: float,
     trigger: str,
-    layout: tuple[tuple[str, ...], ...],
+    layout: tuple[Driver, ...],
     work: Path,
     tag: str,
     schemas: bool = True,
@@ -581,12 +601,12 @@ def run_latency(
                 base,
                 topic=spec.topic_for(table),
                 table=table,
-                home=work / f"latency-{tag}-{'-'.join(views)}",
+                home=work / f"latency-{tag}-{'-'.join(driver.views)}",
                 redis_prefix=f"bench-{tag}-lat",
-                views=views,
+                views=driver.views,
             ),
         )
-        for views in layout
+        for driver in layout
     ]
     owner = {view: plan for plan in plans for view in plan.config.views}
     procs: list[subprocess.Popen[bytes]] = []
@@ -595,9 +615,9 @@ def run_latency(
         connect.apply(spec.name, spec.to_config())
         connect.wait_running(spec.name, timeout=120)
         connect.wait_snapshot_complete(spec.name, timeout=300)
-        for plan in plans:
+        for plan, driver in zip(plans, layout, strict=True):
             log_path = work / f"latency-{tag}-{'-'.join(plan.config.views)}.log"
-            procs.append(start_job(plan, trigger, log_path, base.endpoints.as_env()))
+            procs.append(start_job(plan, driver.trigger or trigger, log_path, base.endpoints.as_env()))
         for plan, proc in zip(plans, procs, strict=True):
             _wait_until(partial(_caught_up, plan), 600, proc, "the job never caught up with the snapshot")
         probers = [prober(view, owner[view]) for view in VIEWS if view in owner]
@@ -630,7 +650,7 @@ def run_latency(
             "achieved_rows_per_s": round(achieved),
             "writer_max_behind_s": round(writer.behind_s, 3),
             "trigger": trigger,
-            "drivers": [",".join(views) for views in layout],
+            "drivers": [str(driver) for driver in layout],
             "measured_seconds": seconds,
             "warmup_seconds": warmup,
             "json_schemas": schemas,
@@ -761,9 +781,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--drivers",
         action="append",
-        help="latency phase: views per driver process, drivers separated by /; repeat for runs one after "
-        "the other (default: the cache alone; then search and warehouse in one driver; then both drivers "
-        "at once)",
+        help="latency phase: views per driver process, drivers separated by /, a driver's own trigger "
+        "after @ (cache/search/warehouse@30s); repeat for runs one after the other (default: "
+        f"{' then '.join(DEFAULT_LAYOUTS)})",
     )
     parser.add_argument(
         "--skip",
@@ -794,13 +814,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     base = RunConfig.from_env()
     layouts = [
-        tuple(parse_views(group) for group in drivers.split("/"))
-        for drivers in args.drivers or ("cache", "search,warehouse", "cache/search,warehouse")
+        tuple(Driver.parse(group) for group in drivers.split("/"))
+        for drivers in args.drivers or DEFAULT_LAYOUTS
     ]
     for layout in layouts:
-        named = [v for group in layout for v in group]
+        named = [v for driver in layout for v in driver.views]
         if len(named) != len(set(named)):
-            parser.error(f"--drivers {'/'.join(map(','.join, layout))!r} names a view twice")
+            parser.error(f"--drivers {'/'.join(map(str, layout))!r} names a view twice")
     tag = uuid.uuid4().hex[:6]
     work = Path(tempfile.mkdtemp(prefix="bench-mat-"))
     results: dict[str, Any] = {
