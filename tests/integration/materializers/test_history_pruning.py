@@ -1,0 +1,75 @@
+"""The history table's duplicate check reads only the files of the batch's event_ts range (Delta file
+statistics), so its cost follows the batch, not the day; duplicates are still dropped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from materializers import positions
+from materializers.products import COLUMNS, DATA_DDL
+from materializers.views.delta_warehouse import DeltaWarehouse, query
+
+pytestmark = pytest.mark.integration
+
+HOUR_US = 3_600_000_000
+DAY_US = 1_790_000_000_000_000 // (24 * HOUR_US) * (24 * HOUR_US)  # a midnight UTC in 2026
+DDL = (
+    "entity string, position string, op string, set_fields map<string,string>, del_fields array<string>, "
+    f"keep_fields array<string>, ts_us long, src_topic string, src_partition int, src_offset long, {DATA_DDL}"
+)
+
+
+def changes(spark: Any, rows: list[tuple[int, int, int]]) -> Any:
+    """Upserts (entity, lsn, microseconds after 09:00) as a one-partition change frame."""
+    from pyspark.sql import functions as F
+
+    start = DAY_US + 9 * HOUR_US
+    data: list[tuple[Any, ...]] = [
+        (
+            str(e),
+            positions.cdc(lsn, snapshot=False),
+            "upsert",
+            {},
+            [],
+            [],
+            start + us,
+            "t",
+            0,
+            lsn,
+            f"n{e}",
+            "d",
+            "1.00",
+            1,
+        )
+        for e, lsn, us in rows
+    ]
+    frame = spark.createDataFrame(data, DDL).coalesce(1)
+    return frame.withColumn("event_ts", F.timestamp_micros("ts_us")).drop("ts_us")
+
+
+def test_duplicate_check_reads_the_batch_range_only(spark: Any, tmp_path: Path) -> None:
+    warehouse = DeltaWarehouse(tmp_path / "delta", DATA_DDL)
+    warehouse.ensure_tables(spark)
+    for batch, hour in enumerate((0, 1, 2)):  # one file per batch, an hour apart
+        rows = [(e, 100 * hour + e, hour * HOUR_US + e) for e in range(1, 4)]
+        warehouse.write_batch(changes(spark, rows), "app", batch, COLUMNS)
+
+    # A replayed change of the last batch (same entity, position, time) beside a new one.
+    replay = changes(spark, [(3, 203, 2 * HOUR_US + 3), (4, 204, 2 * HOUR_US + 9)])
+    written = warehouse.written(replay, replay.select("entity", "position"))
+    assert len(written.inputFiles()) == 1  # of 3
+    assert [tuple(r) for r in written.collect()] == [("3", positions.cdc(203, snapshot=False))]
+
+    warehouse.write_batch(replay, "app", 3, COLUMNS)
+    counts = query(
+        warehouse.history_path, "SELECT entity, count(*) AS n FROM t GROUP BY entity ORDER BY entity"
+    )
+    assert counts == [
+        {"entity": "1", "n": 3},
+        {"entity": "2", "n": 3},
+        {"entity": "3", "n": 3},
+        {"entity": "4", "n": 1},
+    ]
