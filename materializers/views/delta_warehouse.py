@@ -7,8 +7,8 @@ Tables under `root`:
   the source did not send (an unchanged TOAST value, named in the change's `keep_fields`) is null
   there: "not sent by the source", not "set to null".
 Commit order for a micro-batch (driver; Spark commits the checkpoint only after all of them):
-1. history: drop (entity, position) pairs already in the table (only files within the batch's
-   event_ts range are read: partition pruning and Delta's file statistics), then append with writer options txnAppId/txnVersion = (app id, batch id):
+1. history: drop (entity, position) pairs already in the table (only the batch's dates are read,
+   and there only files whose entity/position statistics overlap the batch's: `written`), then append with writer options txnAppId/txnVersion = (app id, batch id):
    a re-run of the same batch is skipped by Delta, a replay of old offsets adds no duplicates;
 2. current: MERGE the latest change per entity where the incoming position is newer. Each data column
    takes the newest value a change of the batch carried (`changes.latest_per_entity`); the row keeps
@@ -91,21 +91,24 @@ class DeltaWarehouse:
     def written(self, changes: DataFrame, keys: DataFrame) -> DataFrame:
         """The (entity, position) `keys` of a batch of `changes` already in the history table.
 
-        A change's (entity, position) fixes its event_ts (the source's commit time or the event's
-        timestamp), so such a row lies in the batch's event_ts range: Delta skips every file whose
-        min/max event_ts misses it, and the cost stays the batch's, not the day's. The keys are
+        Only the batch's event dates are read (partition pruning), and in them only the files whose
+        entity and position statistics overlap the batch's ranges: CDC positions (LSNs) grow with
+        time, so older files are skipped and the cost follows the batch, not the day. The keys are
         broadcast: the table is never shuffled.
         """
         from pyspark.sql import functions as F
 
-        # As microseconds: a Python datetime is naive local time, ambiguous in a DST fall-back hour.
-        micros = changes.agg(F.min(F.unix_micros("event_ts")), F.max(F.unix_micros("event_ts"))).first()
-        first, last = (F.timestamp_micros(F.lit(m)) for m in (micros or (None, None)))
+        found = changes.agg(
+            *[f(c) for c in ("entity", "position") for f in (F.min, F.max)],
+            F.collect_set(F.to_date("event_ts")).alias("dates"),
+        ).first()
+        low_entity, high_entity, low, high, dates = found or (None, None, None, None, [])
         return (
             changes.sparkSession.read.format("delta")
             .load(self.history_path)
-            .where(F.col("event_date").between(F.to_date(first), F.to_date(last)))
-            .where(F.col("event_ts").between(first, last))
+            .where(F.col("event_date").isin(dates))
+            .where(F.col("entity").between(F.lit(low_entity), F.lit(high_entity)))
+            .where(F.col("position").between(F.lit(low), F.lit(high)))
             .select("entity", "position")
             .join(F.broadcast(keys), ["entity", "position"], "left_semi")
         )

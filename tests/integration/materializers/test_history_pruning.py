@@ -1,5 +1,6 @@
-"""The history table's duplicate check reads only the files of the batch's event_ts range (Delta file
-statistics), so its cost follows the batch, not the day; duplicates are still dropped."""
+"""The history table's duplicate check reads only the files whose position range overlaps the batch's
+(Delta file statistics): CDC positions grow with time, so its cost follows the batch, not the day;
+duplicates are still dropped."""
 
 from __future__ import annotations
 
@@ -57,8 +58,9 @@ def test_duplicate_check_reads_the_batch_range_only(spark: Any, tmp_path: Path) 
         rows = [(e, 100 * hour + e, hour * HOUR_US + e) for e in range(1, 4)]
         warehouse.write_batch(changes(spark, rows), "app", batch, COLUMNS)
 
-    # A replayed change of the last batch (same entity, position, time) beside a new one.
-    replay = changes(spark, [(3, 203, 2 * HOUR_US + 3), (4, 204, 2 * HOUR_US + 9)])
+    # A change of the last batch delivered again hours later (a re-produced record: same entity and
+    # position, a new timestamp) beside a new one.
+    replay = changes(spark, [(3, 203, 5 * HOUR_US), (4, 204, 5 * HOUR_US)])
     written = warehouse.written(replay, replay.select("entity", "position"))
     assert len(written.inputFiles()) == 1  # of 3
     assert [tuple(r) for r in written.collect()] == [("3", positions.cdc(203, snapshot=False))]
