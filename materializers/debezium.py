@@ -114,7 +114,7 @@ class Decoder:
         # Parsed in a projection of their own, then read by name: a field read straight off
         # `from_json(...)` is rewritten by Spark (enableJsonExpressionOptimization) into a from_json
         # of that field alone, so the value and the key were each parsed twice (200k records:
-        # 4.6 -> 2.6 s).
+        # 3.7 -> 2.3 s).
         documents = [
             *[F.col(c) for c in SOURCE_COLUMNS],
             F.from_json(F.col("value").cast("string"), value_schema(self.data_ddl)).alias("_value"),

@@ -268,7 +268,7 @@ class Job:
         only = self._only_view()
         # A view that is the job's only reader decodes and applies in ONE Spark job, nothing
         # persisted; undecodable records come back beside the changes (cache: 6.8 -> 5.0 s per 50k
-        # records on one core; search: 1.7 -> ~1 s per 4k-record batch of a live stream).
+        # records on one core; search: 1.7 -> 0.6-0.8 s per 4k-record batch).
         if only == "cache":
             self._failpoint("before-views", batch_id)
             self._cache(self._ordered(decoded), batch)
@@ -341,8 +341,9 @@ class Job:
     def _index(self, changes: DataFrame, batch_id: int, batch: DataFrame) -> None:
         """Every change of the batch comes to the driver (the index's single writer) through Arrow and
         is folded there to each entity's newest: one Spark job, where a Spark-side fold (a shuffle)
-        and a collect of Rows took two. `changes` may still hold the decoder's error rows: those go
-        to the dead-letter topic."""
+        and a collect of Rows took two. Collected whole, not streamed: toLocalIterator ran the 1 GiB
+        driver JVM out of heap on 250k-entity backfill batches. `changes` may still hold the
+        decoder's error rows: those go to the dead-letter topic."""
         assert self.index is not None
         fields = self.plan.spec.search_fields
         errors = ["src_topic", "src_partition", "src_offset", "error"] if "error" in changes.columns else []

@@ -7,9 +7,10 @@ Tables under `root`:
   the source did not send (an unchanged TOAST value, named in the change's `keep_fields`) is null
   there: "not sent by the source", not "set to null".
 Commit order for a micro-batch (driver; Spark commits the checkpoint only after all of them):
-1. history: drop (entity, position) pairs already in the table (only the batch's dates are read,
-   and there only files whose entity/position statistics overlap the batch's: `written`), then append with writer options txnAppId/txnVersion = (app id, batch id):
-   a re-run of the same batch is skipped by Delta, a replay of old offsets adds no duplicates;
+1. history: drop (entity, position) pairs already in the table (`written`: only the batch's dates,
+   and there only files whose entity/position statistics overlap the batch's), then append with
+   writer options txnAppId/txnVersion = (app id, batch id): a re-run of the same batch is skipped
+   by Delta, a replay of old offsets adds no duplicates;
 2. current: MERGE the latest change per entity where the incoming position is newer. Each data column
    takes the newest value a change of the batch carried (`changes.latest_per_entity`); the row keeps
    its own value where no change carried the column, or carried it at a position not newer than the
