@@ -14,9 +14,10 @@ Side by side in one run (results in bench/results/materializers.json + .md):
    latency: LATENCY_CONNECTOR), while the products materializer runs, each group of views in its
    own driver process (the `materializers` CLI with `--views`, optionally its own `--trigger`); one
    run per `--drivers` layout, one after the other (DEFAULT_LAYOUTS: the cache alone; the search index
-   alone; a driver per view at once, as a 2-core machine would host all three). A row's commit→view latency is the time from its commit until
-   a poller sees the new value in the view (5 rows of every commit are followed; cache polled every
-   50 ms, search and warehouse every 250 ms: that interval bounds the resolution).
+   alone; a driver per view at once, as a 2-core machine would host all three). A row's commit→view
+   latency is the time from its commit until a poller sees the new value in the view (5 rows of every
+   commit are followed; cache polled every 50 ms, search and warehouse every 250 ms: that interval
+   bounds the resolution).
 Needs a running stack (`make up`, `source .stack/env`). Timing on a shared 2-core machine is noisy:
 read the ratios, and re-run before drawing conclusions.
 """
