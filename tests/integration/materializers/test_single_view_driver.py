@@ -44,14 +44,28 @@ def cdc_records() -> list[tuple[bytes | None, bytes | None]]:
     ]
 
 
-def test_cdc_cache_alone(spark: Any, topics: Any, producer: Any, run_config: Any, endpoints: Any) -> None:
-    topic = topics("mat-cache-only")
-    records = cdc_records()
-    for key, value in records:
+def run_alone(spark: Any, producer: Any, run_config: Any, topic: str, view: str) -> tuple[JobPlan, Any]:
+    """Produce `cdc_records()` to `topic` and run the products materializer keeping `view` alone."""
+    for key, value in cdc_records():
         producer.produce(topic, key=key, value=value)
     producer.flush()
-    plan = JobPlan.of(PRODUCTS, run_config(topic=topic, views="cache"))
-    job = run_once(spark, plan)
+    plan = JobPlan.of(PRODUCTS, run_config(topic=topic, views=view))
+    return plan, run_once(spark, plan)
+
+
+def assert_cdc_dead_letters(endpoints: Any, plan: JobPlan, job: Any) -> None:
+    """The poison record (offset 1) and the unsupported op (offset 5) of `cdc_records()`, bytes kept."""
+    records = cdc_records()
+    assert job.dead_letters == 2
+    dlq = letters(endpoints.kafka_bootstrap_servers, plan.dlq_topic)
+    assert sorted(dlq) == [1, 5]
+    assert dlq[1][:2] == records[1] and "Debezium" in dlq[1][2]
+    assert dlq[5][:2] == records[5] and "unsupported Debezium op x" in dlq[5][2]
+
+
+def test_cdc_cache_alone(spark: Any, topics: Any, producer: Any, run_config: Any, endpoints: Any) -> None:
+    topic = topics("mat-cache-only")
+    plan, job = run_alone(spark, producer, run_config, topic, "cache")
 
     cache = plan.cache()
     assert cache.entities() == {
@@ -59,11 +73,7 @@ def test_cdc_cache_alone(spark: Any, topics: Any, producer: Any, run_config: Any
         "3": {"name": "three", "description": "three desc", "price": "1.00", "stock": "1"},
     }
     assert cache.position("2") == positions.cdc(500, snapshot=False)
-    assert job.dead_letters == 2
-    dlq = letters(endpoints.kafka_bootstrap_servers, plan.dlq_topic)
-    assert sorted(dlq) == [1, 5]
-    assert dlq[1][:2] == records[1] and "Debezium" in dlq[1][2]
-    assert dlq[5][:2] == records[5] and "unsupported Debezium op x" in dlq[5][2]
+    assert_cdc_dead_letters(endpoints, plan, job)
     assert not Path(plan.warehouse().current_path).exists() and not (plan.view_dir / "search").exists()
 
     replay = JobPlan.of(
@@ -78,12 +88,7 @@ def test_cdc_cache_alone(spark: Any, topics: Any, producer: Any, run_config: Any
 
 def test_cdc_search_alone(spark: Any, topics: Any, producer: Any, run_config: Any, endpoints: Any) -> None:
     topic = topics("mat-search-only")
-    records = cdc_records()
-    for key, value in records:
-        producer.produce(topic, key=key, value=value)
-    producer.flush()
-    plan = JobPlan.of(PRODUCTS, run_config(topic=topic, views="search"))
-    job = run_once(spark, plan)
+    plan, job = run_alone(spark, producer, run_config, topic, "search")
 
     index = plan.search()
     assert index is not None
@@ -93,11 +98,7 @@ def test_cdc_search_alone(spark: Any, topics: Any, producer: Any, run_config: An
     }
     assert index.live_documents() == expected
     assert index.search("v200") == [] and index.search("two") == []
-    assert job.dead_letters == 2
-    dlq = letters(endpoints.kafka_bootstrap_servers, plan.dlq_topic)
-    assert sorted(dlq) == [1, 5]
-    assert dlq[1][:2] == records[1] and "Debezium" in dlq[1][2]
-    assert dlq[5][:2] == records[5] and "unsupported Debezium op x" in dlq[5][2]
+    assert_cdc_dead_letters(endpoints, plan, job)
     assert not Path(plan.warehouse().current_path).exists() and plan.cache().entities() == {}
 
     replay = JobPlan.of(
