@@ -34,6 +34,7 @@ from materializers import checkpoint, dead_letters, lifecycle, positions, status
 from materializers.avro_events import WriterSchemas
 from materializers.changes import split
 from materializers.config import RunConfig
+from materializers.driver_memory import release_freed_memory
 from materializers.errors import CheckpointMismatch, SourceUnavailable
 from materializers.spec import Materializer
 from materializers.views.delta_warehouse import DeltaWarehouse
@@ -358,6 +359,8 @@ class Job:
         latest = latest_changes((r for r in rows if not r.get("error")), fields)
         if latest:
             self.index.apply_batch(self.app_id, batch_id, latest)
+        del rows, latest
+        release_freed_memory()
 
     def _failpoint(self, step: str, batch_id: int) -> None:
         """Test hook (RunConfig.failpoint "<step>:<marker>[:until-stop]"): announce the step, then block.
