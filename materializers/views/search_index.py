@@ -7,10 +7,9 @@ Commit order for a batch (driver):
    change only if it is newer (a replay from older offsets changes nothing);
 3. delete-by-term the entity's stored document, if it has one, and add the new one — a live doc, or
    a tombstone doc (`live`="false", position kept) for a delete, so a late older record cannot
-   resurrect it. A text
-   field the batch did not carry (an unchanged value the source did not send, see changes.py), or
-   carried only at a position not newer than the stored document's, keeps the stored document's value
-   (`document_fields`);
+   resurrect it. A text field the batch did not carry (an unchanged value the source did not send,
+   see changes.py), or carried only at a position not newer than the stored document's, keeps the
+   stored document's value (`document_fields`);
 4. replace the batch marker document, then ONE commit: documents and marker become visible atomically.
 Tantivy is single-writer and local: on a cluster the index lives on the driver (the batch is collected
 there), so it scales with what the driver can hold per batch; a shared index would need a search
@@ -142,8 +141,8 @@ class SearchIndex:
         try:
             for change in changes:
                 stored = self._stored(searcher, change.entity)
-                # A new entity has nothing to delete: a delete per new document doubled the writer's
-                # peak memory on a backfill (551 -> 280 MiB for a 250k-document batch).
+                # A new entity has nothing to delete: a queued delete per new document doubled a
+                # backfill batch's peak memory (250k documents, one process: 280 -> 551 MiB).
                 if stored is not None:
                     if change.position <= stored["position"][0]:
                         continue
