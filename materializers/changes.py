@@ -68,7 +68,9 @@ def split(decoded: DataFrame) -> tuple[DataFrame, DataFrame]:
     return decoded.where(~failed).drop("src_key", "src_value", "error"), errors
 
 
-def latest_per_entity(changes: DataFrame, extra: tuple[str, ...], data: tuple[str, ...]) -> DataFrame:
+def latest_per_entity(
+    changes: DataFrame, extra: tuple[str, ...], data: tuple[str, ...], *, unique: bool = False
+) -> DataFrame:
     """One row per entity: its newest change's `position`, `op` and `extra` columns, and for each `data`
     column the newest value a change *carried* (a change whose `keep_fields` does not name the column).
 
@@ -76,12 +78,24 @@ def latest_per_entity(changes: DataFrame, extra: tuple[str, ...], data: tuple[st
     taken, null when no change of the batch carried the column (its value is null then). A view keeps
     the value it holds when the column was not carried, or was carried at a position not newer than the
     view's own (a late record): see `keeps`.
+    `unique`: the caller knows no entity changed twice in `changes` (a snapshot's backfill), so
+    each change is its entity's newest and the rows are projected in place, without the aggregation's
+    shuffle of every column (250k-row batch: ~3 s on 2 cores).
     """
     from pyspark.sql import functions as F
 
     def carried(column: str) -> Column:
         return F.when(~F.array_contains("keep_fields", F.lit(column)), F.col("position"))
 
+    if unique:
+        return changes.select(
+            "entity",
+            "position",
+            "op",
+            *extra,
+            *[F.when(carried(c).isNotNull(), F.col(f"`{c}`")).alias(c) for c in data],
+            F.struct(*[carried(c).alias(c) for c in data]).alias("carried_at"),
+        )
     return (
         changes.groupBy("entity")
         .agg(
@@ -99,3 +113,8 @@ def keeps(carried_at: str | None, held_at: str | None) -> bool:
     """Whether a view keeps the value it holds (as of position `held_at`, None = no row) rather than
     take the batch's value carried at `carried_at` (None = not carried)."""
     return held_at is not None and (carried_at is None or carried_at <= held_at)
+
+
+def unique_entities(changes: DataFrame) -> bool:
+    """Whether no entity appears twice in `changes` (one narrow aggregation: entity keys only)."""
+    return changes.groupBy("entity").count().where("count > 1").isEmpty()
