@@ -1,6 +1,7 @@
 """A driver that keeps one view alone (the cache, or the search index) decodes and applies each batch in
 one pass (job.process_batch): undecodable records and refused changes still reach the dead-letter
-topic with their bytes, a replay changes nothing, and no other view is written."""
+topic with their bytes, a replay changes nothing, and no other view is written. A driver without the
+cache persists the decoded batch without the field maps only the cache reads (the warehouse here)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from materializers import positions
 from materializers.job import JobPlan
 from materializers.orders import ORDERS
 from materializers.products import PRODUCTS
+from materializers.views.delta_warehouse import query
 
 pytestmark = pytest.mark.integration
 
@@ -107,6 +109,53 @@ def test_cdc_search_alone(spark: Any, topics: Any, producer: Any, run_config: An
     )
     run_once(spark, replay, f'{{"{topic}": {{"0": 0}}}}')
     assert index.live_documents() == expected
+
+
+def test_cdc_warehouse_alone(spark: Any, topics: Any, producer: Any, run_config: Any, endpoints: Any) -> None:
+    topic = topics("mat-warehouse-only")
+    plan, job = run_alone(spark, producer, run_config, topic, "warehouse")
+
+    warehouse = plan.warehouse()
+    current_sql = "SELECT entity, position, deleted, name, description FROM t ORDER BY entity"
+    current = query(warehouse.current_path, current_sql)
+    assert current == [
+        {
+            "entity": "1",
+            "position": positions.cdc(300, snapshot=False),
+            "deleted": False,
+            "name": "v300",
+            "description": "v300 desc",
+        },
+        {
+            "entity": "2",
+            "position": positions.cdc(500, snapshot=False),
+            "deleted": True,
+            "name": None,
+            "description": None,
+        },
+        {
+            "entity": "3",
+            "position": positions.cdc(600, snapshot=False),
+            "deleted": False,
+            "name": "three",
+            "description": "three desc",
+        },
+    ]
+    history_sql = "SELECT entity, src_offset FROM t ORDER BY src_offset"
+    history = query(warehouse.history_path, history_sql)
+    assert history == [
+        {"entity": e, "src_offset": o} for e, o in (("1", 0), ("1", 2), ("2", 3), ("2", 4), ("3", 6))
+    ]
+    assert_cdc_dead_letters(endpoints, plan, job)
+    assert plan.cache().entities() == {} and not (plan.view_dir / "search").exists()
+
+    replay = JobPlan.of(
+        PRODUCTS,
+        run_config(topic=topic, views="warehouse", checkpoint=str(plan.job_dir / "replay-ckpt")),
+    )
+    run_once(spark, replay, f'{{"{topic}": {{"0": 0}}}}')
+    assert query(warehouse.current_path, current_sql) == current
+    assert query(warehouse.history_path, history_sql) == history
 
 
 def test_event_fold_cache_alone(
