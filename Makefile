@@ -6,10 +6,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv fetch up down status lint unit integration test demo bench clean
+.PHONY: help prerequisites venv fetch up down status lint unit integration test demo bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+prerequisites: ## install the missing Debian packages (Java, Maven, Postgres 15, Redis) when root
+	@bash docker/prerequisites.sh
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +20,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-venv: $(STAMP) ## create .venv and install the toolkit with its pinned dependencies
+venv: prerequisites $(STAMP) ## create .venv and install the toolkit with its pinned dependencies
 
 fetch: venv ## download the JVM artefacts (Kafka, Connect, Debezium, Apicurio, Spark jars) into ~/.cache/kafka-toolkit
 	$(BIN)/devstack fetch
