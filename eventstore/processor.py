@@ -55,6 +55,7 @@ from eventstore.config import StoreConfig
 from eventstore.decision import StreamState, handle, snapshot_due
 from eventstore.envelope import Outcome, Position, Snapshot
 from eventstore.errors import EventStoreError, ProcessorFenced, RegistryUnavailable
+from eventstore.heap import HeapSettler
 from eventstore.kafkaio import READ_COMMITTED, end_offsets, read_range, reader, take
 from eventstore.serde import (
     H_COMMAND_ID,
@@ -125,6 +126,7 @@ class CommandProcessor(Generic[S]):
         batch_size: int = 200,
         session_timeout_ms: int = 10_000,
         linger_ms: float = 50,
+        settle_heap: bool = True,
     ) -> None:
         self.config = config
         self.aggregate = aggregate
@@ -140,6 +142,7 @@ class CommandProcessor(Generic[S]):
         self._low_water: dict[int, int] = {}
         self.rebuilds: list[RebuildReport] = []
         self.timings = BatchTimings()
+        self._heap = HeapSettler(enabled=settle_heap)  # heap.py: why and when
         self.aborted = 0  # batches aborted and re-read (they took a producer's turn too)
         # Idle streams re-snapshotted per batch and partition at most (bounds a batch's extra work).
         self.refresh_limit = 500
@@ -207,6 +210,7 @@ class CommandProcessor(Generic[S]):
                 client.close()
         for producer in self._producers:
             producer.flush(5)
+        self._heap.release()
 
     # --- rebalance -------------------------------------------------------------------------------
 
@@ -224,6 +228,7 @@ class CommandProcessor(Generic[S]):
             for c, o in self._outcomes.items()
             if partition_for(o.stream_id, self.config.partitions) not in lost
         }
+        self._heap.full()
         log.info("revoked partitions %s", sorted(lost))
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -234,6 +239,7 @@ class CommandProcessor(Generic[S]):
             self.rebuilds.append(report)
             self._owned.add(tp.partition)
             log.info("partition %d rebuilt: %s", tp.partition, report)
+        self._heap.full()
 
     def _rebuild(self, partition: int) -> RebuildReport:
         cfg, serde = self.config, self.serde
@@ -340,6 +346,7 @@ class CommandProcessor(Generic[S]):
         self._low_water.update(staged.low_water)
         for partition, end in self._delivered_end.items():
             self._floor[partition] = max(self._floor.get(partition, 0), end)
+        self._heap.settle()
 
     def _write_snapshots(self, staged: Staged[S], now: int) -> None:
         """Step 2's tail: the batch's snapshots, each carrying the positions a takeover needs."""
@@ -408,7 +415,7 @@ class CommandProcessor(Generic[S]):
         self, msg: Message, partition: int, h: dict[str, str], command_id: str, now: int, staged: Staged[S]
     ) -> Outcome:
         try:
-            command = self.serde.read_command(msg.value(), msg.headers())
+            command = self.serde.read_command(msg.value(), msg.headers(), h)
         except RegistryUnavailable:
             raise  # transient: crash and restart rather than store a wrong first outcome
         except Exception as exc:  # untrusted bytes: any decode failure makes the command invalid

@@ -7,11 +7,12 @@ Tuples become Avro arrays (lists) and come back as tuples, so values stay hashab
 from __future__ import annotations
 
 import dataclasses
+import operator
 import types
 import typing
 from collections.abc import Callable
 from functools import cache
-from typing import Any, TypeVar, Union, cast, get_args, get_origin
+from typing import Any, Literal, TypeVar, Union, cast, get_args, get_origin
 
 T = TypeVar("T")
 
@@ -37,7 +38,33 @@ def to_record(obj: object) -> dict[str, Any]:
         raise TypeError(
             f"{obj!r} is not a dataclass instance; events, commands and state must be dataclasses"
         )
-    return {name: _plain(getattr(obj, name)) for name in _names(kind)}
+    names, getter = _flat_getter(kind)
+    if getter is not None:
+        return dict(zip(names, getter(obj), strict=True))
+    return {name: _plain(getattr(obj, name)) for name in names}
+
+
+@cache
+def _flat_getter(cls: Any) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]] | None]:
+    """A class whose fields are all declared scalars (or Optional/Literal ones) needs no per-value
+    conversion: its values are read in one call (most events and every outcome)."""
+    names = _names(cls)
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # unresolvable annotations: convert value by value
+        return names, None
+    if len(names) < 2 or not all(_scalar_hint(hints[name]) for name in names):
+        return names, None
+    return names, operator.attrgetter(*names)
+
+
+def _scalar_hint(hint: Any) -> bool:
+    origin = get_origin(hint)
+    if origin is Literal:
+        return all(type(arg) in _SCALARS for arg in get_args(hint))
+    if origin in (Union, types.UnionType):
+        return all(_scalar_hint(arg) for arg in get_args(hint))
+    return hint in _SCALARS
 
 
 def _plain(value: object) -> object:

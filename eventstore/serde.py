@@ -19,7 +19,7 @@ from typing import Any
 from fastavro import schemaless_reader, schemaless_writer
 from fastavro.validation import ValidationError, validate
 
-from eventstore.aggregate import Aggregate, schema_version, type_name
+from eventstore.aggregate import Aggregate, type_name
 from eventstore.envelope import ANY_VERSION, CommandEnvelope, EventEnvelope, Outcome, Position, Snapshot
 from eventstore.errors import RegistryUnavailable, SchemaNotFound, SchemaViolation, UndecodableRecord
 from eventstore.records import from_record, to_record
@@ -61,17 +61,13 @@ def unframe(value: bytes) -> tuple[int, bytes]:
 def header_map(headers: RawHeaders) -> dict[str, str]:
     """Last value wins; values are UTF-8 (undecodable bytes are shown escaped, never lost)."""
     pairs = headers.items() if isinstance(headers, dict) else headers or ()
-    return {k: _text(v) for k, v in pairs}
-
-
-def _text(value: str | bytes | None) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "backslashreplace")
-    return value or ""
+    # Inline, not a helper per value: this runs for every header of every command the processor reads.
+    return {k: v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else (v or "") for k, v in pairs}
 
 
 def _headers(pairs: dict[str, str | int]) -> Headers:
-    return [(k, str(v).encode()) for k, v in pairs.items()]
+    # confluent-kafka encodes str values as UTF-8 itself.
+    return [(k, v if isinstance(v, str) else str(v)) for k, v in pairs.items()]
 
 
 def raw_pairs(headers: RawHeaders) -> Headers:
@@ -126,6 +122,7 @@ class Serde:
         self._readers: dict[str, Any] = {}
         self._writers: dict[int, Any] = {}
         self._same: dict[tuple[int, str], bool] = {}
+        self._framing: dict[str, bytes] = {}
 
     def subject(self, record_type: str) -> str:
         return f"{self.subject_prefix}-{record_type}"
@@ -167,13 +164,17 @@ class Serde:
         """
         if not trusted:
             self.validate(record_type, data)
-        buf = io.BytesIO()
+        prefix = self._framing.get(record_type)
+        if prefix is None:
+            prefix = self._framing[record_type] = frame(self.schema_id(record_type), b"")
+        buf = io.BytesIO(prefix)
+        buf.seek(HEADER_SIZE)  # the body follows the framing in one buffer, no copy to join them
         try:
             schemaless_writer(buf, self._reader(record_type), data)
         except Exception:
             self.validate(record_type, data)  # raises SchemaViolation naming the field
             raise
-        return frame(self.schema_id(record_type), buf.getvalue())
+        return buf.getvalue()
 
     def decode(self, value: bytes, record_type: str | None = None) -> tuple[int, dict[str, Any]]:
         """(schema id, record) read with the local schema of `record_type` when given (resolution)."""
@@ -205,14 +206,14 @@ class Serde:
     # --- events ----------------------------------------------------------------------------------
 
     def event_value(self, envelope: EventEnvelope) -> tuple[bytes, bytes, Headers]:
-        record_type = type_name(type(envelope.event))
+        record_type = envelope.event_type
         value = self.encode(record_type, to_record(envelope.event), trusted=True)
         headers = _headers(
             {
                 H_TYPE: record_type,
                 H_STREAM: envelope.stream_id,
                 H_VERSION: envelope.version,
-                H_SCHEMA_VERSION: schema_version(type(envelope.event)),
+                H_SCHEMA_VERSION: envelope.schema_version,
                 H_COMMAND_ID: envelope.command_id,
                 H_CORRELATION: envelope.correlation_id,
                 H_CAUSATION: envelope.causation_id,
@@ -272,9 +273,14 @@ class Serde:
     def read_command_headers(self, headers: RawHeaders) -> dict[str, str]:
         return header_map(headers)
 
-    def read_command(self, value: bytes | None, headers: RawHeaders) -> CommandEnvelope:
-        """Raises KeyError/ValueError/SchemaNotFound for unreadable commands (the processor replies 'invalid')."""
-        h = header_map(headers)
+    def read_command(
+        self, value: bytes | None, headers: RawHeaders, parsed: dict[str, str] | None = None
+    ) -> CommandEnvelope:
+        """Raises KeyError/ValueError/SchemaNotFound for unreadable commands (the processor replies 'invalid').
+
+        `parsed`: `header_map(headers)` when the caller has it already.
+        """
+        h = header_map(headers) if parsed is None else parsed
         _, command = self._decode_as(h[H_COMMAND_TYPE], value or b"")
         expected = int(h[H_EXPECTED])
         return CommandEnvelope(
