@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -259,7 +260,9 @@ def run_clients(
 # --- the systems under test --------------------------------------------------------------------------
 
 
-def processor_main(config: Any, batch_size: int, linger_ms: float | None, stop: Any, out: Any) -> None:
+def processor_main(
+    config: Any, instance: str, batch_size: int, linger_ms: float | None, stop: Any, out: Any
+) -> None:
     from eventstore.examples.order import ORDER
     from eventstore.processor import CommandProcessor
     from eventstore.registry import HttpRegistry
@@ -270,7 +273,7 @@ def processor_main(config: Any, batch_size: int, linger_ms: float | None, stop: 
         config,
         ORDER,
         serde,
-        instance_id="bench",
+        instance_id=instance,
         batch_size=batch_size,
         **({} if linger_ms is None else {"linger_ms": linger_ms}),
     )
@@ -284,6 +287,34 @@ def processor_main(config: Any, batch_size: int, linger_ms: float | None, stop: 
     threading.Thread(target=watch, daemon=True).start()
     processor.run()
     out.put(asdict(processor.timings))
+
+
+def await_group(config: Any, members: int, timeout_s: float = 120) -> None:
+    """Until the processors' group is stable with `members` members: a processor joining later would
+    stop every partition for a rebalance in the middle of a measured scenario."""
+    from confluent_kafka import ConsumerGroupState
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": config.bootstrap_servers})
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        group = admin.describe_consumer_groups([config.processor_group])[config.processor_group].result()
+        assigned = [m for m in group.members if m.assignment.topic_partitions]
+        if group.state == ConsumerGroupState.STABLE and len(assigned) == members:
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"the processor group did not reach {members} assigned members in {timeout_s} s")
+
+
+def combined(out: Any, processors: list[Any]) -> dict[str, Any]:
+    """The processors' timings summed (each sends its own when it stops)."""
+    total: dict[str, Any] = {}
+    for processor in processors:
+        if processor.is_alive() or not out.empty():
+            for key, value in out.get(timeout=60).items():
+                total[key] = total.get(key, 0) + value
+        processor.join(60)
+    return total
 
 
 def sample_records(config: Any, events: int) -> list[tuple[bytes, bytes, Any]]:
@@ -339,6 +370,29 @@ def es_env(pg_dsn: str, schema: str) -> dict[str, str]:
 # --- the run -----------------------------------------------------------------------------------------
 
 
+def cpu_seconds(pids: dict[str, list[int]]) -> dict[str, float]:
+    """User + system CPU seconds used so far by each named group of processes (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used: dict[str, float] = {}
+    for name, group in pids.items():
+        used[name] = 0.0
+        for pid in group:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            used[name] += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return used
+
+
+def broker_pids() -> list[int]:
+    """The local stack's broker (devstack's pid file); none for an external stack."""
+    pid_file = Path(__file__).resolve().parent.parent / ".stack" / "pids" / "kafka.pid"
+    with contextlib.suppress(OSError, ValueError):
+        return [int(pid_file.read_text().split()[0])]
+    return []
+
+
 def summarize(samples: list[dict[str, Any]]) -> dict[str, Any]:
     rates = [s["events_per_s"] for s in samples]
     summary: dict[str, Any] = {
@@ -350,6 +404,10 @@ def summarize(samples: list[dict[str, Any]]) -> dict[str, Any]:
         summary["client_cpu_ms_per_event"] = round(
             1000 * statistics.median(s["client_cpu_s"] / s["events"] for s in samples), 3
         )
+    for name in samples[0].get("server_cpu_s", {}):
+        per_event = [s["server_cpu_s"][name] / s["events"] for s in samples]
+        if any(per_event):
+            summary[f"{name}_cpu_ms_per_event"] = round(1000 * statistics.median(per_event), 3)
     lat = sorted(x for s in samples for x in s["lat"])
     if lat:
         summary["p50_ms"] = 1000 * lat[len(lat) // 2]
@@ -368,6 +426,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="", help="a note stored with the results (e.g. what changed)")
     parser.add_argument(
         "--linger-ms", type=float, help="the processor producer's linger.ms (default: the processor's own)"
+    )
+    parser.add_argument(
+        "--processors",
+        type=int,
+        default=1,
+        help="command processor processes (one consumer group; at most the partition count)",
     )
     parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where eventstore.json/.md go")
     args = parser.parse_args(argv)
@@ -403,14 +467,20 @@ def main(argv: list[str] | None = None) -> int:
 
     ctx = mp.get_context("spawn")
     stop, timings_out = ctx.Event(), ctx.Queue()
-    processor = ctx.Process(
-        target=processor_main, args=(config, plan.processor_batch, args.linger_ms, stop, timings_out)
-    )
-    processor.start()
+    processors = [
+        ctx.Process(
+            target=processor_main,
+            args=(config, f"bench{n}", plan.processor_batch, args.linger_ms, stop, timings_out),
+        )
+        for n in range(min(args.processors, plan.partitions))
+    ]
+    for processor in processors:
+        processor.start()
     samples: dict[str, list[dict[str, Any]]] = {}
     started = time.monotonic()
     try:
-        # Warm-up: the processor joins the group and rebuilds; eventsourcing creates its table.
+        # Warm-up: every processor joins the group and rebuilds; eventsourcing creates its table.
+        await_group(config, len(processors))
         run_clients(ours_worker, lambda i: (config, f"warm{i}", 2, 1), 1)
         run_clients(es_worker, lambda i: (env, f"warm{i}", 2), 1)
         # The table exists now; 8 processes racing on CREATE TABLE IF NOT EXISTS fail in Postgres.
@@ -463,9 +533,14 @@ def main(argv: list[str] | None = None) -> int:
                 ),
             ),
         ]
+        watched = {"broker": broker_pids(), "processor": [p.pid for p in processors if p.pid]}
         for r in range(plan.rounds):
             for name, scenario in scenarios:
+                before = cpu_seconds(watched)
                 result = scenario(r)
+                after = cpu_seconds(watched)
+                # The whole scenario, the clients' start-up included (the broker and processor idle then).
+                result["server_cpu_s"] = {k: after[k] - before[k] for k in watched}
                 samples.setdefault(name, []).append(result)
                 print(
                     f"round {r} {name:18s} {result['events']:6d} events {result['events_per_s']:9.1f} ev/s",
@@ -473,14 +548,13 @@ def main(argv: list[str] | None = None) -> int:
                 )
     finally:
         stop.set()
-        timings = timings_out.get(timeout=60) if processor.is_alive() or not timings_out.empty() else {}
-        processor.join(60)
+        timings = combined(timings_out, processors)
         with psycopg.connect(endpoints.pg_dsn, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         store_topics = [t.name for t in specs(config)]
         admin.delete_topics([raw_topic, *store_topics])
 
-    report = build_report(plan, samples, timings, time.monotonic() - started, args.label)
+    report = build_report(plan, len(processors), samples, timings, time.monotonic() - started, args.label)
     write(report, args.out_dir)
     return 0
 
@@ -490,7 +564,12 @@ def ratio(a: float, b: float) -> float:
 
 
 def build_report(
-    plan: Plan, samples: dict[str, list[dict[str, Any]]], timings: dict[str, Any], seconds: float, label: str
+    plan: Plan,
+    processors: int,
+    samples: dict[str, list[dict[str, Any]]],
+    timings: dict[str, Any],
+    seconds: float,
+    label: str,
 ) -> dict[str, Any]:
     s = {name: summarize(v) for name, v in samples.items()}
     rate = {name: v["events_per_s"] for name, v in s.items()}
@@ -505,7 +584,7 @@ def build_report(
             "python": platform.python_version(),
             "platform": platform.platform(),
         },
-        "plan": asdict(plan),
+        "plan": {**asdict(plan), "processors": processors},
         "seconds": round(seconds, 1),
         "results": s,
         "processor": {
@@ -604,13 +683,15 @@ def write(report: dict[str, Any], out_dir: Path = RESULTS) -> None:
         f"# Event store benchmark ({report['when']}{', ' + report['label'] if report['label'] else ''})",
         "",
         f"{report['machine']['cpus']} CPUs shared with other jobs; {report['plan']['rounds']} interleaved "
-        f"round(s), median shown; {report['plan']['partitions']} partitions; run took {report['seconds']} s.",
+        f"round(s), median shown; {report['plan']['partitions']} partitions, "
+        f"{report['plan'].get('processors', 1)} processor process(es); run took {report['seconds']} s.",
         "",
-        "| scenario | events | events/s (median) | rounds | client CPU ms/event |",
-        "|---|---:|---:|---|---:|",
+        "| scenario | events | events/s (median) | rounds | CPU ms/event: clients | processor | broker |",
+        "|---|---:|---:|---|---:|---:|---:|",
         *(
             f"| {name} | {v['events']} | {v['events_per_s']:.0f} | {v['events_per_s_rounds']} "
-            f"| {v.get('client_cpu_ms_per_event', '')} |"
+            f"| {v.get('client_cpu_ms_per_event', '')} | {v.get('processor_cpu_ms_per_event', '')} "
+            f"| {v.get('broker_cpu_ms_per_event', '')} |"
             for name, v in r.items()
         ),
         "",
