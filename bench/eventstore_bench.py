@@ -664,14 +664,28 @@ def analysis(report: dict[str, Any]) -> list[str]:
         "2,000 events went in stop-and-wait windows of 100: ~1 s, much of it the first and last round "
         "trips. The longer run alone did not change the rate (2,209 vs 2,233 events/s): the store was "
         "CPU-bound already.",
-        "- Where the CPU goes now, per event: processor ~0.21 ms (py-spy: Avro encoding of the event and "
-        "the outcome 22%, the 3 produce calls 16%, decide 8%, command decoding 6%), broker ~0.14 ms, "
-        f"clients {r['ours_8_pipelined'].get('client_cpu_ms_per_event', '?')} ms (this run). About 0.5 ms "
-        "per event on 2 CPUs caps the store near 4,000 events/s; 10x the peer needs ~6,500, i.e. at most "
-        "~0.3 ms per event across every process on the machine.",
+        "- Until 2026-11-26 (2nd run), on a slower machine: processor ~0.21 ms, broker ~0.14 ms per event; "
+        "about 0.5 ms per event on 2 CPUs capped the store near 4,000 events/s.",
+        "- Python's full garbage collections scanned the processor's whole cache (every stream's state, the "
+        "dedup memory: long-lived and acyclic) again and again: ~35% of its time per command (offline, "
+        "55 -> 36 us with them off). The processor now collects the young generations and freezes the "
+        "survivors after each committed batch (eventstore/heap.py); with header and framing trims, CPU per "
+        "event 0.072 -> 0.064 ms and 9,250 -> 10,090 events/s (runs an hour apart; the peer moved "
+        "1,235 -> 1,035 between them, so the ratio 7.5 -> 9.7 is partly the peer's noise).",
+        "- Tried and left, one run each (+-10% noise between runs): two processor processes (8,535 events/s; "
+        "smaller transactions cost more CPU per event in the broker, 0.062 ms, and processors, 0.085), "
+        "12 reply partitions so clients share fewer (8,351; more partitions per transaction), a processor "
+        "batch of 1,000 instead of 500 (10,213: no change).",
+        f"- Where the CPU goes now, per event (8 pipelined clients, this run): processor "
+        f"{r['ours_8_pipelined'].get('processor_cpu_ms_per_event', '?')} ms, broker "
+        f"{r['ours_8_pipelined'].get('broker_cpu_ms_per_event', '?')} ms, clients "
+        f"{r['ours_8_pipelined'].get('client_cpu_ms_per_event', '?')} ms. The processor is busy ~90% of "
+        "the run, ~80% of it in Python per command (decode, decide, Avro encode of the event and the "
+        "outcome, 3 produce calls), the rest waiting for its transaction. The raw producer's broker "
+        "CPU is ~0.005 ms per event: it ships prebuilt bytes, no transaction, no reply, no dedup record.",
         "- The peer's Postgres runs with fsync=off (the local stack's setting), which flatters it.",
         f"- p99 is dominated by scheduling stalls: load average {report['machine'].get('load_average_1m_at_end', '?')} "
-        f"on {report['machine']['cpus']} CPUs at the end of the run (other engineers' jobs included).",
+        f"on {report['machine']['cpus']} CPUs at the end of the run (the bench's own client processes included).",
     ]
 
 
