@@ -10,7 +10,10 @@ Commit order for a micro-batch (driver; Spark commits the checkpoint only after 
 1. history: drop (entity, position) pairs already in the table (`written`: only the batch's dates,
    and there only files whose entity/position statistics overlap the batch's), then append with
    writer options txnAppId/txnVersion = (app id, batch id): a re-run of the same batch is skipped
-   by Delta, a replay of old offsets adds no duplicates. The common cases cost no shuffle of the
+   by Delta, a replay of old offsets adds no duplicates. The check is skipped when every position of
+   the batch is above the highest one in the table (`_ceiling`: read from the table once, then
+   raised by each append; CDC's LSNs grow, so a live stream's batches skip it): that was a Delta scan
+   and a Spark job, ~0.7 s of a ~3.5 s 2k-row batch on 2 cores. The common cases cost no shuffle of the
    batch's rows: no pair already written (the check comes back empty: plain append), no entity twice
    in the batch (`unique_entities`, checked on the keys alone: no in-batch dedup, and step 2 needs no
    aggregation). The bench's 2M-row snapshot backfill in 250k-row batches: 7,084 -> 8,024 rows/s;
@@ -23,13 +26,14 @@ Commit order for a micro-batch (driver; Spark commits the checkpoint only after 
 3. every `optimize_every` batches: OPTIMIZE (compaction) of both tables.
 The app id belongs to the checkpoint (see job.py): a new checkpoint gets a new app id, otherwise its
 batch ids restarting at 0 would be skipped as "already written".
+One job writes a warehouse: the ceiling is what this writer knows of the table.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from materializers.changes import latest_per_entity, unique_entities
 
@@ -42,11 +46,24 @@ STATE_DDL = "entity string, position string, deleted boolean, updated_at timesta
 HISTORY_DDL = "entity string, position string, op string, event_ts timestamp, src_topic string, src_partition int, src_offset long"
 
 
-@dataclass(frozen=True, slots=True)
+class Bounds(NamedTuple):
+    """A batch's key ranges and event dates: which history files can hold its rows."""
+
+    low_entity: str | None
+    high_entity: str | None
+    low: str | None  # position
+    high: str | None
+    dates: list[object]
+
+
+@dataclass(slots=True)
 class DeltaWarehouse:
     root: Path
     data_ddl: str
     current: bool = True
+    # The highest position in history as far as this writer knows; read from the table on first use.
+    _ceiling: str | None = field(default=None, init=False, repr=False)
+    _ceiling_read: bool = field(default=False, init=False, repr=False)
 
     @property
     def current_path(self) -> str:
@@ -84,9 +101,11 @@ class DeltaWarehouse:
         ).withColumn("event_date", F.to_date("event_ts"))
         keys = ["entity", "position"]
         fresh = rows if unique else rows.dropDuplicates(keys)
-        already = self.written(changes, rows.select(*keys))
-        if not already.isEmpty():  # a replay: at most the batch's own keys, so broadcast them
-            fresh = fresh.join(F.broadcast(already), keys, "left_anti")
+        bounds = batch_bounds(changes)
+        if self._may_hold(changes.sparkSession, bounds.low):
+            already = self.written(changes, rows.select(*keys), bounds)
+            if not already.isEmpty():  # a replay: at most the batch's own keys, so broadcast them
+                fresh = fresh.join(F.broadcast(already), keys, "left_anti")
         (
             fresh.write.format("delta")
             .mode("append")
@@ -94,8 +113,18 @@ class DeltaWarehouse:
             .option("txnVersion", batch_id)
             .save(self.history_path)
         )
+        self._ceiling = max((p for p in (self._ceiling, bounds.high) if p is not None), default=None)
 
-    def written(self, changes: DataFrame, keys: DataFrame) -> DataFrame:
+    def _may_hold(self, spark: SparkSession, low: str | None) -> bool:
+        """Whether history may already hold a position at or above `low` (the batch's lowest)."""
+        if not self._ceiling_read:
+            from pyspark.sql import functions as F
+
+            found = spark.read.format("delta").load(self.history_path).agg(F.max("position")).first()
+            self._ceiling, self._ceiling_read = (found[0] if found else None), True
+        return self._ceiling is not None and low is not None and low <= self._ceiling
+
+    def written(self, changes: DataFrame, keys: DataFrame, bounds: Bounds | None = None) -> DataFrame:
         """The (entity, position) `keys` of a batch of `changes` already in the history table.
 
         Only the batch's event dates are read (partition pruning), and in them only the files whose
@@ -107,11 +136,7 @@ class DeltaWarehouse:
         """
         from pyspark.sql import functions as F
 
-        found = changes.agg(
-            *[f(c) for c in ("entity", "position") for f in (F.min, F.max)],
-            F.collect_set(F.to_date("event_ts")).alias("dates"),
-        ).first()
-        low_entity, high_entity, low, high, dates = found or (None, None, None, None, [])
+        low_entity, high_entity, low, high, dates = bounds or batch_bounds(changes)
         return (
             changes.sparkSession.read.format("delta")
             .load(self.history_path)
@@ -159,6 +184,16 @@ class DeltaWarehouse:
         paths = [self.history_path, *([self.current_path] if self.current else [])]
         for path in paths:
             DeltaTable.forPath(spark, path).optimize().executeCompaction()
+
+
+def batch_bounds(changes: DataFrame) -> Bounds:
+    from pyspark.sql import functions as F
+
+    found = changes.agg(
+        *[f(c) for c in ("entity", "position") for f in (F.min, F.max)],
+        F.collect_set(F.to_date("event_ts")).alias("dates"),
+    ).first()
+    return Bounds(*found) if found else Bounds(None, None, None, None, [])
 
 
 def merge_assignments(data_columns: tuple[str, ...]) -> dict[str, str | Column]:

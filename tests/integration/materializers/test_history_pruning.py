@@ -75,3 +75,37 @@ def test_duplicate_check_reads_the_batch_range_only(spark: Any, tmp_path: Path) 
         {"entity": "3", "n": 3},
         {"entity": "4", "n": 1},
     ]
+
+
+def test_the_check_runs_only_for_a_batch_reaching_down_to_the_ceiling(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checks: list[int] = []
+    check = DeltaWarehouse.written
+
+    def counted(self: DeltaWarehouse, *args: Any) -> Any:
+        checks.append(1)
+        return check(self, *args)
+
+    monkeypatch.setattr(DeltaWarehouse, "written", counted)
+    warehouse = DeltaWarehouse(tmp_path / "delta", DATA_DDL)
+    warehouse.ensure_tables(spark)
+    warehouse.write_batch(changes(spark, [(1, 1, 1), (2, 2, 2)]), "app", 0, COLUMNS)  # empty table
+    warehouse.write_batch(changes(spark, [(1, 11, 11), (2, 12, 12)]), "app", 1, COLUMNS)  # all above
+    assert checks == []
+    # Debezium re-sends a change after a connector restart (same entity and LSN) beside a new one.
+    warehouse.write_batch(changes(spark, [(2, 12, 50), (3, 21, 51)]), "app", 2, COLUMNS)
+    assert checks == [1]
+    # A restarted job (a new writer) replays the first batch: the ceiling comes from the table.
+    restarted = DeltaWarehouse(tmp_path / "delta", DATA_DDL)
+    restarted.write_batch(changes(spark, [(1, 1, 1), (2, 2, 2)]), "other-app", 0, COLUMNS)
+    assert checks == [1, 1]
+
+    history = query(warehouse.history_path, "SELECT entity, position FROM t ORDER BY entity, position")
+    assert [(r["entity"], positions.decode(str(r["position"]))) for r in history] == [
+        ("1", 1),
+        ("1", 11),
+        ("2", 2),
+        ("2", 12),
+        ("3", 21),
+    ]
