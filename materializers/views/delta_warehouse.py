@@ -106,13 +106,17 @@ class DeltaWarehouse:
             already = self.written(changes, rows.select(*keys), bounds)
             if not already.isEmpty():  # a replay: at most the batch's own keys, so broadcast them
                 fresh = fresh.join(F.broadcast(already), keys, "left_anti")
-        (
-            fresh.write.format("delta")
-            .mode("append")
-            .option("txnAppId", app_id)
-            .option("txnVersion", batch_id)
-            .save(self.history_path)
-        )
+        try:
+            (
+                fresh.write.format("delta")
+                .mode("append")
+                .option("txnAppId", app_id)
+                .option("txnVersion", batch_id)
+                .save(self.history_path)
+            )
+        except BaseException:
+            self._ceiling_read = False  # it may have committed all the same: read the table again
+            raise
         self._ceiling = max((p for p in (self._ceiling, bounds.high) if p is not None), default=None)
 
     def _may_hold(self, spark: SparkSession, low: str | None) -> bool:

@@ -109,3 +109,30 @@ def test_the_check_runs_only_for_a_batch_reaching_down_to_the_ceiling(
         ("2", 12),
         ("3", 21),
     ]
+
+
+def test_an_append_that_raised_after_committing_makes_the_writer_read_the_ceiling_again(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyspark.sql.readwriter import DataFrameWriter
+
+    warehouse = DeltaWarehouse(tmp_path / "delta", DATA_DDL)
+    warehouse.ensure_tables(spark)
+    warehouse.write_batch(changes(spark, [(1, 1, 1)]), "app", 0, COLUMNS)
+    save = DataFrameWriter.save
+
+    def committed_then_failed(self: Any, *args: Any, **kwargs: Any) -> None:
+        save(self, *args, **kwargs)
+        raise RuntimeError("connection lost after the commit")
+
+    monkeypatch.setattr(DataFrameWriter, "save", committed_then_failed)
+    with pytest.raises(RuntimeError):
+        warehouse.write_batch(changes(spark, [(2, 12, 12)]), "app", 1, COLUMNS)
+    monkeypatch.setattr(DataFrameWriter, "save", save)
+    # The re-sent change lies above what the writer had seen before the failure.
+    warehouse.write_batch(changes(spark, [(2, 12, 50), (3, 21, 51)]), "app", 2, COLUMNS)
+
+    history = query(
+        warehouse.history_path, "SELECT entity, count(*) AS n FROM t GROUP BY entity ORDER BY entity"
+    )
+    assert history == [{"entity": "1", "n": 1}, {"entity": "2", "n": 1}, {"entity": "3", "n": 1}]
