@@ -11,8 +11,8 @@ Commit order for a micro-batch (driver; Spark commits the checkpoint only after 
    and there only files whose entity/position statistics overlap the batch's), then append with
    writer options txnAppId/txnVersion = (app id, batch id): a re-run of the same batch is skipped
    by Delta, a replay of old offsets adds no duplicates. The check is skipped when every position of
-   the batch is above the highest one in the table (`_ceiling`: read from the table once, then
-   raised by each append; CDC's LSNs grow, so a live stream's batches skip it): that was a Delta scan
+   the batch is above the highest one in the table (`_ceiling`: read from the Delta log's file
+   statistics once, then raised by each append; CDC's LSNs grow, so a live stream's batches skip it): that was a Delta scan
    and a Spark job, ~0.7 s of a ~3.5 s 2k-row batch on 2 cores. The common cases cost no shuffle of the
    batch's rows: no pair already written (the check comes back empty: plain append), no entity twice
    in the batch (`unique_entities`, checked on the keys alone: no in-batch dedup, and step 2 needs no
@@ -122,11 +122,30 @@ class DeltaWarehouse:
     def _may_hold(self, spark: SparkSession, low: str | None) -> bool:
         """Whether history may already hold a position at or above `low` (the batch's lowest)."""
         if not self._ceiling_read:
-            from pyspark.sql import functions as F
-
-            found = spark.read.format("delta").load(self.history_path).agg(F.max("position")).first()
-            self._ceiling, self._ceiling_read = (found[0] if found else None), True
+            self._ceiling, self._ceiling_read = self._highest_position(spark), True
         return self._ceiling is not None and low is not None and low <= self._ceiling
+
+    def _highest_position(self, spark: SparkSession) -> str | None:
+        """The files' `position` maxima in the Delta log (no data read: 0.02 s where a scan of a
+        2M-row history took 9.5 s at a job's start); a scan where a file has no statistics or
+        delta-rs cannot read the log. A truncated string statistic is still an upper bound."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from deltalake import DeltaTable as DeltaLog
+        from deltalake.exceptions import DeltaError
+        from pyspark.sql import functions as F
+
+        try:
+            files = pa.table(DeltaLog(self.history_path).get_add_actions(flatten=True))
+            if files.num_rows == 0:
+                return None
+            highs = files.column("max.position")
+            if highs.null_count == 0:
+                return str(pc.max(highs).as_py())
+        except (DeltaError, KeyError):
+            pass
+        found = spark.read.format("delta").load(self.history_path).agg(F.max("position")).first()
+        return found[0] if found else None
 
     def written(self, changes: DataFrame, keys: DataFrame, bounds: Bounds | None = None) -> DataFrame:
         """The (entity, position) `keys` of a batch of `changes` already in the history table.

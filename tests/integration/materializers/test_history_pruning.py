@@ -136,3 +136,26 @@ def test_an_append_that_raised_after_committing_makes_the_writer_read_the_ceilin
         warehouse.history_path, "SELECT entity, count(*) AS n FROM t GROUP BY entity ORDER BY entity"
     )
     assert history == [{"entity": "1", "n": 1}, {"entity": "2", "n": 1}, {"entity": "3", "n": 1}]
+
+
+def test_without_file_statistics_the_ceiling_comes_from_a_scan(spark: Any, tmp_path: Path) -> None:
+    warehouse = DeltaWarehouse(tmp_path / "delta", DATA_DDL)
+    warehouse.ensure_tables(spark)
+    spark.conf.set("spark.databricks.delta.stats.collect", "false")
+    try:
+        warehouse.write_batch(changes(spark, [(1, 1, 1), (2, 2, 2)]), "app", 0, COLUMNS)
+    finally:
+        spark.conf.unset("spark.databricks.delta.stats.collect")
+    import pyarrow as pa
+    from deltalake import DeltaTable as DeltaLog
+
+    files = pa.table(DeltaLog(warehouse.history_path).get_add_actions(flatten=True))
+    assert (
+        "max.position" not in files.column_names or files.column("max.position").null_count == files.num_rows
+    )
+    # A restarted writer replays the batch: the log has no maxima, the scan finds position 2.
+    DeltaWarehouse(tmp_path / "delta", DATA_DDL).write_batch(
+        changes(spark, [(1, 1, 1), (2, 2, 2)]), "other-app", 0, COLUMNS
+    )
+    history = query(warehouse.history_path, "SELECT count(*) AS n FROM t")
+    assert history == [{"n": 2}]
