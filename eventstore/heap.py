@@ -34,7 +34,8 @@ class HeapSettler:
         if not self.enabled:
             return
         if time.monotonic() - self._last_full >= self.full_every_s:
-            self.full()
+            self.full()  # collects every generation and freezes too
+            return
         gc.collect(1)
         gc.freeze()
 

@@ -51,7 +51,7 @@ def _flat_getter(cls: Any) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, 
     names = _names(cls)
     try:
         hints = typing.get_type_hints(cls)
-    except Exception:  # unresolvable annotations: convert value by value
+    except (NameError, TypeError):  # unresolvable annotations: convert value by value
         return names, None
     if len(names) < 2 or not all(_scalar_hint(hints[name]) for name in names):
         return names, None
