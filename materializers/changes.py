@@ -22,7 +22,8 @@ filter once per reference).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -107,6 +108,38 @@ def latest_per_entity(
         )
         .select("entity", "_latest.*", *data, "carried_at")
     )
+
+
+class Newest(NamedTuple):
+    """Row indices of a batch's changes, one per entity (same order in every list): `rows` its newest
+    change; `carriers[column]` the newest change that carried `column` (None: none carried it)."""
+
+    rows: list[int]
+    carriers: dict[str, list[int | None]]
+
+
+def newest_indices(
+    entities: Sequence[str],
+    positions: Sequence[str],
+    keep_fields: Sequence[Collection[str] | None],
+    data: tuple[str, ...],
+) -> Newest:
+    """`latest_per_entity` over columns held in the driver (pure): which row each entity's newest
+    change and each data column's newest carried value come from. Ties keep the first row."""
+    newest: dict[str, int] = {}
+    carriers: dict[str, dict[str, int]] = {c: {} for c in data}
+    for i, (entity, position, kept) in enumerate(zip(entities, positions, keep_fields, strict=True)):
+        held = newest.get(entity)
+        if held is None or position > positions[held]:
+            newest[entity] = i
+        for column in data:
+            if kept and column in kept:
+                continue
+            held = carriers[column].get(entity)
+            if held is None or position > positions[held]:
+                carriers[column][entity] = i
+    order = list(newest)
+    return Newest([newest[e] for e in order], {c: [carriers[c].get(e) for e in order] for c in data})
 
 
 def keeps(carried_at: str | None, held_at: str | None) -> bool:

@@ -47,6 +47,11 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument(
         "--max-offsets-per-trigger", help="cap on records per micro-batch (default 0: all available)"
     )
+    start.add_argument(
+        "--warehouse-driver-rows",
+        help="warehouse batches of at most this many changes are written from the driver with delta-rs, "
+        "larger ones by Spark (default 50000; 0: always Spark)",
+    )
     for p in (
         start,
         sub.add_parser("verify", help="compare a view with its source of truth; exit 1 on differences"),
@@ -102,6 +107,7 @@ def _config(args: argparse.Namespace) -> RunConfig:
             "master",
             "views",
             "max_offsets_per_trigger",
+            "warehouse_driver_rows",
         )
     }
     return RunConfig.from_env().with_overrides(**flags)

@@ -24,6 +24,8 @@ ENV_TABLE = "MATERIALIZERS_TABLE"
 ENV_REDIS_PREFIX = "MATERIALIZERS_REDIS_PREFIX"
 ENV_VIEWS = "MATERIALIZERS_VIEWS"
 ENV_MAX_OFFSETS = "MATERIALIZERS_MAX_OFFSETS_PER_TRIGGER"
+ENV_DRIVER_ROWS = "MATERIALIZERS_WAREHOUSE_DRIVER_ROWS"
+DRIVER_ROWS = 50_000
 VIEWS = ("cache", "search", "warehouse")
 
 
@@ -50,6 +52,9 @@ class RunConfig:
     checkpoint: str = ""  # "" = <home>/<name>/checkpoint
     views: tuple[str, ...] = VIEWS  # which of the materializer's views this run keeps
     max_offsets_per_trigger: int = 0  # records per micro-batch; 0 = everything available
+    # warehouse batches of at most this many changes are written from the driver (delta-rs), larger
+    # ones by Spark; 0 = always Spark (a cluster whose driver cannot reach the table's path)
+    warehouse_driver_rows: int = DRIVER_ROWS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RunConfig:
@@ -70,6 +75,7 @@ class RunConfig:
             redis_prefix=env.get(ENV_REDIS_PREFIX) or "mat",
             views=parse_views(env.get(ENV_VIEWS) or ",".join(VIEWS)),
             max_offsets_per_trigger=parse_max_offsets(env.get(ENV_MAX_OFFSETS) or "0"),
+            warehouse_driver_rows=parse_driver_rows(env.get(ENV_DRIVER_ROWS) or str(DRIVER_ROWS)),
         )
 
     def with_overrides(self, **flags: str | None) -> RunConfig:
@@ -86,6 +92,7 @@ class RunConfig:
             "checkpoint",
             "views",
             "max_offsets_per_trigger",
+            "warehouse_driver_rows",
         }
         if unknown:
             raise ConfigError(f"unknown run setting(s) {sorted(unknown)}")
@@ -96,6 +103,8 @@ class RunConfig:
             typed["views"] = parse_views(given["views"])
         if "max_offsets_per_trigger" in given:
             typed["max_offsets_per_trigger"] = parse_max_offsets(given["max_offsets_per_trigger"])
+        if "warehouse_driver_rows" in given:
+            typed["warehouse_driver_rows"] = parse_driver_rows(given["warehouse_driver_rows"])
         home = typed.pop("home", None)
         updated = replace(self, **typed)  # type: ignore[arg-type]
         return replace(updated, home=Path(str(home))) if home else updated
@@ -137,5 +146,14 @@ def parse_max_offsets(text: str) -> int:
     if not text.strip().isdigit():
         raise ConfigError(
             f"max offsets per trigger {text!r} must be a non-negative integer (records per batch, 0 = no limit)"
+        )
+    return int(text)
+
+
+def parse_driver_rows(text: str) -> int:
+    """Largest warehouse batch written from the driver: a non-negative integer (0 = always Spark)."""
+    if not text.strip().isdigit():
+        raise ConfigError(
+            f"warehouse driver rows {text!r} must be a non-negative integer (changes per batch, 0 = always Spark)"
         )
     return int(text)

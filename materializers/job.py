@@ -123,7 +123,12 @@ class JobPlan:
         return view in self.config.views
 
     def warehouse(self) -> DeltaWarehouse:
-        return DeltaWarehouse(self.view_dir / "delta", self.spec.data_ddl, self.spec.current_table)
+        return DeltaWarehouse(
+            self.view_dir / "delta",
+            self.spec.data_ddl,
+            self.spec.current_table,
+            driver_rows=self.config.warehouse_driver_rows,
+        )
 
 
 def claim_checkpoint(plan: JobPlan) -> str:
@@ -292,7 +297,8 @@ class Job:
             if rows > failed:
                 self._failpoint("before-views", batch_id)
                 changes = self._ordered(changes)
-                self._views(changes.persist() if self.plan.spec.sequential else changes, batch, batch_id)
+                changes = changes.persist() if self.plan.spec.sequential else changes
+                self._views(changes, batch, batch_id, rows - failed)
             if self.plan.keeps("warehouse") and (batch_id + 1) % self.plan.config.optimize_every == 0:
                 self.warehouse.optimize(batch.sparkSession)
         finally:
@@ -308,7 +314,7 @@ class Job:
             return changes
         return changes.repartition("entity").sortWithinPartitions("entity", "position")
 
-    def _views(self, changes: DataFrame, batch: DataFrame, batch_id: int) -> None:
+    def _views(self, changes: DataFrame, batch: DataFrame, batch_id: int, rows: int) -> None:
         try:
             if self.plan.keeps("cache"):
                 self._cache(changes, batch)
@@ -316,7 +322,7 @@ class Job:
             if self.index is not None:
                 self._index(changes, batch_id, batch)
             if self.plan.keeps("warehouse"):
-                self.warehouse.write_batch(changes, self.app_id, batch_id, self.plan.spec.data_columns)
+                self.warehouse.write_batch(changes, self.app_id, batch_id, self.plan.spec.data_columns, rows)
             self._failpoint("after-warehouse", batch_id)
         finally:
             changes.unpersist()

@@ -25,7 +25,7 @@ from typing import Any
 
 import tantivy
 
-from materializers.changes import keeps
+from materializers.changes import keeps, newest_indices
 from materializers.errors import ViewUnavailable
 
 MARKER_PREFIX = "__batch__:"
@@ -45,30 +45,29 @@ class SearchChange:
 
 
 def latest_changes(rows: Iterable[Mapping[str, Any]], text_fields: tuple[str, ...]) -> list[SearchChange]:
-    """Each entity's newest change among a batch's change rows (pure; for the text fields, the
-    twin of `changes.latest_per_entity`): the position and op of its newest change, and per field
-    the value of the newest change that carried it (did not name it in `keep_fields`)."""
-    newest: dict[str, Mapping[str, Any]] = {}
-    carried: dict[str, dict[str, tuple[str, str | None]]] = {}
-    for row in rows:
-        entity, position = row["entity"], row["position"]
-        if entity not in newest or position > newest[entity]["position"]:
-            newest[entity] = row
-        kept = row["keep_fields"] or ()
-        held = carried.setdefault(entity, {})
-        for name in text_fields:
-            if name not in kept and (name not in held or position > held[name][0]):
-                held[name] = (position, row[name])
-    return [
-        SearchChange(
-            entity=entity,
-            position=row["position"],
-            deleted=row["op"] == "delete",
-            fields={name: value for name, (_at, value) in carried[entity].items()},
-            carried_at={name: at for name, (at, _value) in carried[entity].items()},
+    """Each entity's newest change among a batch's change rows (pure; see `changes.newest_indices`):
+    the position and op of its newest change, and per field the value of the newest change that
+    carried it (did not name it in `keep_fields`)."""
+    held = list(rows)
+    found = newest_indices(
+        [r["entity"] for r in held],
+        [r["position"] for r in held],
+        [r["keep_fields"] for r in held],
+        text_fields,
+    )
+    changes = []
+    for n, i in enumerate(found.rows):
+        carriers = {name: held[k] for name in text_fields if (k := found.carriers[name][n]) is not None}
+        changes.append(
+            SearchChange(
+                entity=held[i]["entity"],
+                position=held[i]["position"],
+                deleted=held[i]["op"] == "delete",
+                fields={name: row[name] for name, row in carriers.items()},
+                carried_at={name: row["position"] for name, row in carriers.items()},
+            )
         )
-        for entity, row in newest.items()
-    ]
+    return changes
 
 
 def document_fields(

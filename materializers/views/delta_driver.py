@@ -1,0 +1,94 @@
+"""The warehouse's small-batch writes: a batch held in the driver as Arrow, written with delta-rs.
+
+A streaming batch of a few thousand rows cost Spark ~3.4 s of fixed work on 2 cores (planning and
+scheduling the history append, the MERGE's two jobs, Delta's snapshot and commit), whatever its size;
+delta-rs appends the same rows in ~10 ms and MERGEs them into a 100k-row current table in ~60 ms.
+Both engines write the same tables through the Delta log's optimistic commits, and both record the
+batch as a `txn` action (app id, batch id) in the commit that writes it: a batch either engine
+committed is skipped by either (`committed`), so a re-run after a crash never writes twice.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from materializers.views.delta_warehouse import Bounds
+
+
+def committed(path: str, app_id: str, batch_id: int) -> bool:
+    """Whether the table holds a commit of batch `batch_id` (or a later one) of writer `app_id`."""
+    from deltalake import DeltaTable
+
+    version = DeltaTable(path).transaction_version(app_id)
+    return version is not None and version >= batch_id
+
+
+def append(path: str, rows: pa.Table, app_id: str, batch_id: int) -> None:
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    write_deltalake(
+        path,
+        rows,
+        mode="append",
+        commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]),
+    )
+
+
+def merge(
+    path: str,
+    source: pa.Table,
+    app_id: str,
+    batch_id: int,
+    *,
+    updates: Mapping[str, str],
+    inserted: Sequence[str],
+) -> None:
+    """MERGE `source` (one row per entity) into the current table: a matched row is updated where the
+    source's position is newer, an unmatched entity is inserted."""
+    from deltalake import CommitProperties, DeltaTable, Transaction
+
+    (
+        DeltaTable(path)
+        .merge(
+            source,
+            "t.entity = s.entity",
+            source_alias="s",
+            target_alias="t",
+            commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]),
+        )
+        .when_matched_update(updates=dict(updates), predicate="s.position > t.position")
+        .when_not_matched_insert(updates={quoted(c): f"s.{quoted(c)}" for c in inserted})
+        .execute()
+    )
+
+
+def written(path: str, bounds: Bounds) -> set[tuple[str, str]]:
+    """(entity, position) pairs of history inside the batch's `bounds`: its dates (partitions) and,
+    there, the files whose statistics overlap its entity and position ranges."""
+    from deltalake import DeltaTable, QueryBuilder
+
+    if not bounds.dates:
+        return set()
+    dates = ", ".join(f"DATE {literal(str(d))}" for d in bounds.dates)
+    sql = (
+        f"SELECT entity, position FROM h WHERE event_date IN ({dates}) "
+        f"AND entity BETWEEN {literal(bounds.low_entity)} AND {literal(bounds.high_entity)} "
+        f"AND position BETWEEN {literal(bounds.low)} AND {literal(bounds.high)}"
+    )
+    found = pa.table(QueryBuilder().register("h", DeltaTable(path)).execute(sql).read_all())
+    return set(zip(found.column("entity").to_pylist(), found.column("position").to_pylist(), strict=True))
+
+
+def quoted(name: str) -> str:
+    """A column name as a DataFusion SQL identifier (case kept)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def literal(value: str | None) -> str:
+    """A string as a DataFusion SQL literal."""
+    return "NULL" if value is None else "'" + value.replace("'", "''") + "'"

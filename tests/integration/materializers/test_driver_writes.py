@@ -1,0 +1,121 @@
+"""A small batch is written to the warehouse from the driver (delta-rs), a large one by Spark: both
+must leave the same tables, skip a batch either of them committed, and finish a batch a crash cut
+between the history append and the MERGE."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+from test_unique_entities import frame
+
+from materializers.products import COLUMNS, DATA_DDL
+from materializers.views import delta_driver
+from materializers.views.delta_warehouse import DeltaWarehouse, query
+
+pytestmark = pytest.mark.integration
+
+FIRST = [
+    ("1", 10, "upsert", [], ("a", "first", "1.00", 1)),
+    ("2", 11, "upsert", [], ("b", "second", "2.00", 2)),
+    ("1", 12, "upsert", ["description"], ("a2", None, "1.50", 1)),  # an unchanged TOAST value
+]
+SECOND = [
+    ("2", 20, "delete", [], (None, None, None, None)),
+    ("1", 11, "upsert", [], ("late", "late", "0.00", 0)),  # older than 12: history only
+    ("3", 21, "upsert", [], ("c", "third", "3.00", 3)),
+]
+BATCHES = [
+    FIRST,
+    SECOND,
+    [*FIRST, ("2", 19, "upsert", [], ("zombie", "z", "9.00", 9))],  # a replay, and a late upsert of 2
+    SECOND,  # all written before: an empty append
+]
+HISTORY = (
+    "SELECT entity, position, op, src_offset, name, description, event_date FROM t ORDER BY entity, position"
+)
+CURRENT = "SELECT entity, position, deleted, name, description, price, stock FROM t ORDER BY entity"
+
+
+def warehouse(spark: Any, root: Path) -> DeltaWarehouse:
+    made = DeltaWarehouse(root, DATA_DDL, driver_rows=100)
+    made.ensure_tables(spark)
+    return made
+
+
+def write(spark: Any, made: DeltaWarehouse, batch_id: int, *, in_driver: bool) -> None:
+    rows = BATCHES[batch_id]
+    made.write_batch(frame(spark, rows), "app", batch_id, COLUMNS, len(rows) if in_driver else None)
+
+
+def tables(made: DeltaWarehouse) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    return query(made.history_path, HISTORY), query(made.current_path, CURRENT)
+
+
+def versions(made: DeltaWarehouse) -> tuple[int, int]:
+    return DeltaTable(made.history_path).version(), DeltaTable(made.current_path).version()
+
+
+def test_the_driver_and_spark_leave_the_same_tables(spark: Any, tmp_path: Path) -> None:
+    by_spark, in_driver = warehouse(spark, tmp_path / "spark"), warehouse(spark, tmp_path / "driver")
+    for batch_id in range(len(BATCHES)):
+        write(spark, by_spark, batch_id, in_driver=False)
+        write(spark, in_driver, batch_id, in_driver=True)
+
+    history, current = tables(in_driver)
+    assert (history, current) == tables(by_spark)
+    assert [(r["entity"], r["src_offset"]) for r in history] == [  # src_offset: the LSN here
+        ("1", 10),
+        ("1", 11),
+        ("1", 12),
+        ("2", 11),
+        ("2", 19),
+        ("2", 20),
+        ("3", 21),
+    ]
+    assert [(r["entity"], r["deleted"], r["name"], r["description"]) for r in current] == [
+        ("1", False, "a2", "first"),  # the late record lost, the kept description stayed
+        ("2", True, None, None),  # the late upsert did not resurrect the delete
+        ("3", False, "c", "third"),
+    ]
+
+
+def test_either_engine_skips_a_batch_the_other_committed(spark: Any, tmp_path: Path) -> None:
+    made = warehouse(spark, tmp_path / "mixed")
+    for batch_id in range(3):
+        write(spark, made, batch_id, in_driver=batch_id == 1)
+    written, at = tables(made), versions(made)
+
+    write(spark, made, 1, in_driver=False)  # re-runs after a crash before Spark's checkpoint
+    write(spark, made, 2, in_driver=True)
+    assert versions(made) == at
+    assert tables(made) == written
+    by_spark = warehouse(spark, tmp_path / "spark")
+    for batch_id in range(3):
+        write(spark, by_spark, batch_id, in_driver=False)
+    assert tables(by_spark) == written
+
+
+def test_a_batch_cut_between_history_and_current_is_finished_once(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = warehouse(spark, tmp_path / "cut")
+    write(spark, made, 0, in_driver=True)
+
+    def crash(*_args: Any, **_kwargs: Any) -> None:
+        raise RuntimeError("driver killed before the MERGE")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(delta_driver, "merge", crash)
+        with pytest.raises(RuntimeError):
+            write(spark, made, 1, in_driver=True)
+    history, current = tables(made)
+    assert len(history) == 6 and [r["entity"] for r in current if r["deleted"]] == []
+
+    write(spark, made, 1, in_driver=True)
+    history, current = tables(made)
+    assert len(history) == 6  # not appended twice
+    assert [r["entity"] for r in current if r["deleted"]] == ["2"]
+    assert DeltaTable(made.current_path).transaction_version("app") == 1

@@ -1,0 +1,110 @@
+"""The pure parts of the warehouse's driver-side writes: the fold to each entity's newest change,
+the history rows, the MERGE's source and its SQL in DataFusion's dialect."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+import pyarrow as pa
+import pytest
+
+from kafkakit.errors import ConfigError
+from materializers.changes import newest_indices
+from materializers.config import RunConfig, parse_driver_rows
+from materializers.views.delta_warehouse import (
+    DATAFUSION,
+    arrow_bounds,
+    current_rows,
+    history_rows,
+    merge_assignments,
+)
+
+DATA = ("name", "description")
+AT = datetime(2026, 11, 27, 9, tzinfo=UTC)
+# (entity, position, op, keep_fields, name, description)
+ROWS = [
+    ("1", "p10", "upsert", [], "a", "first"),
+    ("2", "p11", "upsert", [], "b", "second"),
+    ("1", "p12", "upsert", ["description"], "a2", None),
+    ("1", "p09", "upsert", [], "late", "late"),
+    ("2", "p13", "delete", [], None, None),
+    ("2", "p11", "upsert", [], "b", "second"),  # delivered twice
+]
+
+
+def batch() -> pa.Table:
+    columns = list(zip(*ROWS, strict=True))
+    return pa.table(
+        {
+            "entity": columns[0],
+            "position": columns[1],
+            "op": columns[2],
+            "event_ts": pa.array([AT] * len(ROWS), pa.timestamp("us", "UTC")),
+            "src_topic": ["t"] * len(ROWS),
+            "src_partition": pa.array([0] * len(ROWS), pa.int32()),
+            "src_offset": pa.array(range(len(ROWS)), pa.int64()),
+            "name": columns[4],
+            "description": columns[5],
+            "keep_fields": pa.array(columns[3], pa.list_(pa.string())),
+            "event_date": pa.array([AT.date()] * len(ROWS), pa.date32()),
+        }
+    )
+
+
+def test_newest_indices_takes_each_column_from_its_newest_carrier() -> None:
+    found = newest_indices([r[0] for r in ROWS], [r[1] for r in ROWS], [r[3] for r in ROWS], DATA)
+    assert found.rows == [2, 4]  # entity 1: p12; entity 2: the delete at p13
+    assert found.carriers == {"name": [2, 4], "description": [0, 4]}  # p12 kept the description
+
+
+def test_current_rows_carry_the_newest_values_and_their_positions() -> None:
+    table = batch()
+    newest = newest_indices(
+        *(table.column(c).to_pylist() for c in ("entity", "position", "keep_fields")), DATA
+    )
+    rows = current_rows(table, newest, DATA).to_pylist()
+    assert [(r["entity"], r["position"], r["deleted"], r["name"], r["description"]) for r in rows] == [
+        ("1", "p12", False, "a2", "first"),
+        ("2", "p13", True, None, None),
+    ]
+    assert rows[0]["carried_at"] == {"name": "p12", "description": "p10"}
+    assert rows[0]["updated_at"] == AT
+
+
+def test_history_rows_keep_each_pair_once_and_drop_the_written_ones() -> None:
+    table = batch()
+    entities, positions = table.column("entity").to_pylist(), table.column("position").to_pylist()
+    fresh = history_rows(table, entities, positions, {("1", "p10")}, DATA)
+    assert list(
+        zip(fresh.column("entity").to_pylist(), fresh.column("position").to_pylist(), strict=True)
+    ) == [
+        ("2", "p11"),
+        ("1", "p12"),
+        ("1", "p09"),
+        ("2", "p13"),
+    ]
+    assert "keep_fields" not in fresh.column_names and fresh.column_names[-1] == "event_date"
+    assert (
+        history_rows(table, entities, positions, set(zip(entities, positions, strict=True)), DATA).num_rows
+        == 0
+    )
+
+
+def test_arrow_bounds() -> None:
+    assert arrow_bounds(batch()) == ("1", "2", "p09", "p13", [date(2026, 11, 27)])
+
+
+def test_merge_assignments_in_datafusions_dialect() -> None:
+    found = merge_assignments(("Name",), DATAFUSION)
+    assert found["position"] == 's."position"'
+    assert found["Name"] == (
+        "CASE WHEN s.carried_at['Name'] IS NULL OR s.carried_at['Name'] <= t.position "
+        'THEN t."Name" ELSE s."Name" END'
+    )
+
+
+def test_driver_rows_setting() -> None:
+    assert RunConfig.from_env({}).warehouse_driver_rows == 50_000
+    assert RunConfig.from_env({}).with_overrides(warehouse_driver_rows="0").warehouse_driver_rows == 0
+    with pytest.raises(ConfigError, match="non-negative integer"):
+        parse_driver_rows("-1")
