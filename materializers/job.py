@@ -300,7 +300,7 @@ class Job:
                 changes = changes.persist() if self.plan.spec.sequential else changes
                 self._views(changes, batch, batch_id, rows - failed)
             if self.plan.keeps("warehouse") and (batch_id + 1) % self.plan.config.optimize_every == 0:
-                self.warehouse.optimize(batch.sparkSession)
+                self.warehouse.optimize(batch.sparkSession, rows - failed)
         finally:
             decoded.unpersist()
 

@@ -67,6 +67,14 @@ def merge(
     )
 
 
+def compact(path: str) -> None:
+    """Bin-pack the table's small files (no commit when there is nothing to compact): ~0.1 s for 50
+    small history files, where Spark's OPTIMIZE took ~10 s on 2 busy cores and stalled the stream."""
+    from deltalake import DeltaTable
+
+    DeltaTable(path).optimize.compact()
+
+
 def written(path: str, bounds: Bounds) -> set[tuple[str, str]]:
     """(entity, position) pairs of history inside the batch's `bounds`: its dates (partitions) and,
     there, the files whose statistics overlap its entity and position ranges."""

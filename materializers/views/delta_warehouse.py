@@ -24,7 +24,7 @@ Commit order for a micro-batch (driver; Spark commits the checkpoint only after 
    row's (`merge_assignments`, the SQL twin of `changes.keeps`); a new row has null there. The session
    confs spark.databricks.delta.write.txnAppId/txnVersion make Delta skip a re-run of the same batch
    (verified on delta-spark 4.4.0: the second MERGE with the same txnVersion commits nothing);
-3. every `optimize_every` batches: OPTIMIZE (compaction) of both tables.
+3. every `optimize_every` batches: OPTIMIZE (compaction) of both tables, by the engine that wrote the batch.
 A batch of at most `driver_rows` changes (a live stream's) takes the same steps in the driver: one
 Spark job collects it as Arrow, `changes.newest_indices` folds it, and delta-rs writes both tables
 (see delta_driver.py: ~0.1 s where Spark's fixed work was ~3.4 s per batch). Larger batches (a
@@ -259,12 +259,17 @@ class DeltaWarehouse:
             spark.conf.unset(TXN_APP_ID)
             spark.conf.unset(TXN_VERSION)
 
-    def optimize(self, spark: SparkSession) -> None:
+    def optimize(self, spark: SparkSession, rows: int | None = None) -> None:
+        """Compact both tables: from the driver after a batch of `rows` it wrote there (small files
+        only), else with Spark's OPTIMIZE."""
         from delta.tables import DeltaTable
 
         paths = [self.history_path, *([self.current_path] if self.current else [])]
         for path in paths:
-            DeltaTable.forPath(spark, path).optimize().executeCompaction()
+            if rows is not None and rows <= self.driver_rows:
+                delta_driver.compact(path)
+            else:
+                DeltaTable.forPath(spark, path).optimize().executeCompaction()
 
 
 def batch_bounds(changes: DataFrame) -> Bounds:

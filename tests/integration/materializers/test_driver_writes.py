@@ -119,3 +119,18 @@ def test_a_batch_cut_between_history_and_current_is_finished_once(
     assert len(history) == 6  # not appended twice
     assert [r["entity"] for r in current if r["deleted"]] == ["2"]
     assert DeltaTable(made.current_path).transaction_version("app") == 1
+
+
+@pytest.mark.parametrize("in_driver", [True, False], ids=["delta-rs", "spark"])
+def test_compaction_packs_each_date_into_one_file_and_keeps_the_rows(
+    spark: Any, tmp_path: Path, in_driver: bool
+) -> None:
+    made = warehouse(spark, tmp_path / "compacted")
+    for batch_id in range(3):
+        write(spark, made, batch_id, in_driver=True)
+    written = tables(made)
+    assert len(DeltaTable(made.history_path).file_uris()) == 3  # a file per batch
+
+    made.optimize(spark, 3 if in_driver else None)
+    assert len(DeltaTable(made.history_path).file_uris()) == 1  # the batches share one date
+    assert tables(made) == written
