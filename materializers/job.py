@@ -42,6 +42,7 @@ from materializers.views.redis_cache import REJECT_DDL, RedisCache
 from materializers.views.search_index import SearchIndex, latest_changes
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
@@ -319,10 +320,17 @@ class Job:
             if self.plan.keeps("cache"):
                 self._cache(changes, batch)
             self._failpoint("after-cache", batch_id)
+            data = self.plan.spec.data_columns
+            # A small batch reaches the driver once for the index and the warehouse (a Spark job less).
+            collected = (
+                self.warehouse.collect(changes, data, self.plan.spec.search_fields)
+                if self.index is not None and self.plan.keeps("warehouse") and self.warehouse.in_driver(rows)
+                else None
+            )
             if self.index is not None:
-                self._index(changes, batch_id, batch)
+                self._index(changes, batch_id, batch, collected)
             if self.plan.keeps("warehouse"):
-                self.warehouse.write_batch(changes, self.app_id, batch_id, self.plan.spec.data_columns, rows)
+                self.warehouse.write_batch(changes, self.app_id, batch_id, data, rows, collected)
             self._failpoint("after-warehouse", batch_id)
         finally:
             changes.unpersist()
@@ -349,18 +357,22 @@ class Job:
             "%d record(s) of %s sent to dead-letter topic %s", count, self.plan.topic, self.plan.dlq_topic
         )
 
-    def _index(self, changes: DataFrame, batch_id: int, batch: DataFrame) -> None:
+    def _index(
+        self, changes: DataFrame, batch_id: int, batch: DataFrame, collected: pa.Table | None = None
+    ) -> None:
         """Every change of the batch comes to the driver (the index's single writer) through Arrow and
         is folded there to each entity's newest: one Spark job, where a Spark-side fold (a shuffle)
         and a collect of Rows took two. Collected whole, not streamed: toLocalIterator ran the 1 GiB
         driver JVM out of heap on 250k-entity backfill batches. `changes` may still hold the
-        decoder's error rows: those go to the dead-letter topic."""
+        decoder's error rows: those go to the dead-letter topic. `collected`: the batch as the
+        warehouse collected it (error rows split off), if it did."""
         assert self.index is not None
         fields = self.plan.spec.search_fields
         errors = ["src_topic", "src_partition", "src_offset", "error"] if "error" in changes.columns else []
+        wanted = ["entity", "position", "op", "keep_fields", *fields, *errors]
         rows = (
-            changes.select("entity", "position", "op", "keep_fields", *fields, *errors).toArrow().to_pylist()
-        )
+            collected.select(wanted) if collected is not None else changes.select(*wanted).toArrow()
+        ).to_pylist()
         failed = [
             (r["src_topic"], r["src_partition"], r["src_offset"], r["error"]) for r in rows if r.get("error")
         ]

@@ -101,11 +101,13 @@ class DeltaWarehouse:
         batch_id: int,
         data_columns: tuple[str, ...],
         rows: int | None = None,
+        collected: pa.Table | None = None,
     ) -> None:
         """`rows`: how many changes the batch holds, if known; a batch of at most `driver_rows` is
-        written from the driver."""
-        if rows is not None and rows <= self.driver_rows:
-            self._write_in_driver(changes, app_id, batch_id, data_columns)
+        written from the driver, from `collected` if the caller collected it already (`collect`)."""
+        if self.in_driver(rows):
+            batch = self.collect(changes, data_columns) if collected is None else collected
+            self._write_in_driver(changes.sparkSession, batch, app_id, batch_id, data_columns)
             return
         unique = unique_entities(changes)
         self._append_history(changes, app_id, batch_id, data_columns, unique)
@@ -142,21 +144,30 @@ class DeltaWarehouse:
             raise
         self._ceiling = max((p for p in (self._ceiling, high) if p is not None), default=None)
 
-    def _write_in_driver(
-        self, changes: DataFrame, app_id: str, batch_id: int, data_columns: tuple[str, ...]
-    ) -> None:
+    def in_driver(self, rows: int | None) -> bool:
+        """Whether a batch of `rows` changes (None: unknown) is written from the driver."""
+        return rows is not None and rows <= self.driver_rows
+
+    @staticmethod
+    def collect(changes: DataFrame, data_columns: tuple[str, ...], extra: tuple[str, ...] = ()) -> pa.Table:
+        """The batch as Arrow in the driver: what a write needs, and the `extra` columns."""
         from pyspark.sql import functions as F
 
-        batch = changes.select(
-            *HISTORY_COLUMNS, *data_columns, "keep_fields", F.to_date("event_ts").alias("event_date")
+        wanted = [*HISTORY_COLUMNS, *data_columns, "keep_fields"]
+        return changes.select(
+            *wanted, *[c for c in extra if c not in wanted], F.to_date("event_ts").alias("event_date")
         ).toArrow()
+
+    def _write_in_driver(
+        self, spark: SparkSession, batch: pa.Table, app_id: str, batch_id: int, data_columns: tuple[str, ...]
+    ) -> None:
         entities = batch.column("entity").to_pylist()
         positions = batch.column("position").to_pylist()
         if not delta_driver.committed(self.history_path, app_id, batch_id):
             bounds = arrow_bounds(batch)
             seen = (
                 delta_driver.written(self.history_path, bounds)
-                if self._may_hold(changes.sparkSession, bounds.low)
+                if self._may_hold(spark, bounds.low)
                 else set()
             )
             fresh = history_rows(batch, entities, positions, seen, data_columns)
@@ -266,7 +277,7 @@ class DeltaWarehouse:
 
         paths = [self.history_path, *([self.current_path] if self.current else [])]
         for path in paths:
-            if rows is not None and rows <= self.driver_rows:
+            if self.in_driver(rows):
                 delta_driver.compact(path)
             else:
                 DeltaTable.forPath(spark, path).optimize().executeCompaction()
