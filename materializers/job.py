@@ -25,6 +25,7 @@ import shutil
 import signal
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,7 +39,7 @@ from materializers.driver_memory import release_freed_memory
 from materializers.errors import CheckpointMismatch, SourceUnavailable
 from materializers.spec import Materializer
 from materializers.views.delta_warehouse import DeltaWarehouse
-from materializers.views.redis_cache import REJECT_DDL, RedisCache
+from materializers.views.redis_cache import REJECT_DDL, RedisCache, Reject
 from materializers.views.search_index import SearchIndex, latest_changes
 
 if TYPE_CHECKING:
@@ -317,33 +318,47 @@ class Job:
 
     def _views(self, changes: DataFrame, batch: DataFrame, batch_id: int, rows: int) -> None:
         try:
-            if self.plan.keeps("cache"):
-                self._cache(changes, batch)
-            self._failpoint("after-cache", batch_id)
-            data = self.plan.spec.data_columns
-            # A small batch reaches the driver once for the index and the warehouse (a Spark job less).
-            collected = (
-                self.warehouse.collect(changes, data, self.plan.spec.search_fields)
-                if self.index is not None and self.plan.keeps("warehouse") and self.warehouse.in_driver(rows)
-                else None
-            )
-            if self.index is not None:
-                self._index(changes, batch_id, batch, collected)
-            if self.plan.keeps("warehouse"):
-                self.warehouse.write_batch(changes, self.app_id, batch_id, data, rows, collected)
+            # The executors write the cache while the driver writes the index and a small warehouse
+            # batch: neither waits for the other.
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache") as pool:
+                cached = (
+                    pool.submit(self._cache_rejects, changes, batch_id) if self.plan.keeps("cache") else None
+                )
+                data = self.plan.spec.data_columns
+                # A small batch reaches the driver once for the index and the warehouse (a Spark job less).
+                collected = (
+                    self.warehouse.collect(changes, data, self.plan.spec.search_fields)
+                    if self.index is not None
+                    and self.plan.keeps("warehouse")
+                    and self.warehouse.in_driver(rows)
+                    else None
+                )
+                if self.index is not None:
+                    self._index(changes, batch_id, batch, collected)
+                if self.plan.keeps("warehouse"):
+                    self.warehouse.write_batch(changes, self.app_id, batch_id, data, rows, collected)
+                rejects = cached.result() if cached is not None else []
+            self._dead_letter_rejects(batch, rejects)
             self._failpoint("after-warehouse", batch_id)
         finally:
             changes.unpersist()
 
     def _cache(self, changes: DataFrame, batch: DataFrame) -> None:
+        self._dead_letter_rejects(batch, self._cache_rejects(changes))
+
+    def _cache_rejects(self, changes: DataFrame, batch_id: int | None = None) -> list[Reject]:
         """CDC upserts commute (the Lua position check), so they apply where Spark read them, in offset
         order; a fold's patches arrive partitioned by stream and sorted by version (`_ordered`).
         `changes` may still hold the decoder's error rows: those come back as rejects, unapplied."""
         columns = [*REDIS_COLUMNS, *(["error"] if "error" in changes.columns else [])]
         rejects = changes.select(*columns).mapInArrow(self.cache.apply_arrow, REJECT_DDL).collect()
+        if batch_id is not None:
+            self._failpoint("after-cache", batch_id)
+        return [(r["topic"], r["partition"], r["offset"], r["error"]) for r in rejects]
+
+    def _dead_letter_rejects(self, batch: DataFrame, rejects: list[Reject]) -> None:
         if rejects:
-            found = [(r["topic"], r["partition"], r["offset"], r["error"]) for r in rejects]
-            self._dead_letter(dead_letters.rejects_frame(batch, found), len(found))
+            self._dead_letter(dead_letters.rejects_frame(batch, rejects), len(rejects))
 
     def _dead_letter(self, errors: DataFrame, count: int) -> None:
         dead_letters.write(
@@ -376,8 +391,7 @@ class Job:
         failed = [
             (r["src_topic"], r["src_partition"], r["src_offset"], r["error"]) for r in rows if r.get("error")
         ]
-        if failed:
-            self._dead_letter(dead_letters.rejects_frame(batch, failed), len(failed))
+        self._dead_letter_rejects(batch, failed)
         latest = latest_changes((r for r in rows if not r.get("error")), fields)
         if latest:
             self.index.apply_batch(self.app_id, batch_id, latest)

@@ -75,6 +75,7 @@ class DeltaWarehouse:
     # The highest position in history as far as this writer knows; read from the table on first use.
     _ceiling: str | None = field(default=None, init=False, repr=False)
     _ceiling_read: bool = field(default=False, init=False, repr=False)
+    _driver_tables: dict[str, delta_driver.DriverTable] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def current_path(self) -> str:
@@ -163,29 +164,26 @@ class DeltaWarehouse:
     ) -> None:
         entities = batch.column("entity").to_pylist()
         positions = batch.column("position").to_pylist()
-        if not delta_driver.committed(self.history_path, app_id, batch_id):
+        history, current = self._driver_table(self.history_path), self._driver_table(self.current_path)
+        if not history.committed(app_id, batch_id):
             bounds = arrow_bounds(batch)
-            seen = (
-                delta_driver.written(self.history_path, bounds)
-                if self._may_hold(spark, bounds.low)
-                else set()
-            )
+            seen = history.written(bounds) if self._may_hold(spark, bounds.low) else set()
             fresh = history_rows(batch, entities, positions, seen, data_columns)
-            self._appended(
-                lambda: delta_driver.append(self.history_path, fresh, app_id, batch_id), bounds.high
-            )
-        if self.current and not delta_driver.committed(self.current_path, app_id, batch_id):
+            self._appended(lambda: history.append(fresh, app_id, batch_id), bounds.high)
+        if self.current and not current.committed(app_id, batch_id):
             newest = newest_indices(
                 entities, positions, batch.column("keep_fields").to_pylist(), data_columns
             )
-            delta_driver.merge(
-                self.current_path,
+            current.merge(
                 current_rows(batch, newest, data_columns),
                 app_id,
                 batch_id,
                 updates=merge_assignments(data_columns, DATAFUSION),
                 inserted=["entity", "position", "deleted", "updated_at", *data_columns],
             )
+
+    def _driver_table(self, path: str) -> delta_driver.DriverTable:
+        return self._driver_tables.setdefault(path, delta_driver.DriverTable(path))
 
     def _may_hold(self, spark: SparkSession, low: str | None) -> bool:
         """Whether history may already hold a position at or above `low` (the batch's lowest)."""
@@ -278,7 +276,7 @@ class DeltaWarehouse:
         paths = [self.history_path, *([self.current_path] if self.current else [])]
         for path in paths:
             if self.in_driver(rows):
-                delta_driver.compact(path)
+                self._driver_table(path).compact()
             else:
                 DeltaTable.forPath(spark, path).optimize().executeCompaction()
 

@@ -108,7 +108,7 @@ def test_a_batch_cut_between_history_and_current_is_finished_once(
         raise RuntimeError("driver killed before the MERGE")
 
     with monkeypatch.context() as patched:
-        patched.setattr(delta_driver, "merge", crash)
+        patched.setattr(delta_driver.DriverTable, "merge", crash)
         with pytest.raises(RuntimeError):
             write(spark, made, 1, in_driver=True)
     history, current = tables(made)
