@@ -5,7 +5,8 @@ scheduling the history append, the MERGE's two jobs, Delta's snapshot and commit
 delta-rs appends the same rows in ~10 ms and MERGEs them into a 100k-row current table in ~60 ms.
 Both engines write the same tables through the Delta log's optimistic commits, and both record the
 batch as a `txn` action (app id, batch id) in the commit that writes it: a batch either engine
-committed is skipped by either (`committed`), so a re-run after a crash never writes twice.
+committed is skipped by either (`DriverTable.committed`), so a re-run after a crash never writes
+twice.
 """
 
 from __future__ import annotations
