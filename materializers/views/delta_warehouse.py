@@ -183,7 +183,10 @@ class DeltaWarehouse:
             )
 
     def _driver_table(self, path: str) -> delta_driver.DriverTable:
-        return self._driver_tables.setdefault(path, delta_driver.DriverTable(path))
+        """The delta-rs handle of one of the tables (opened on first use, then kept)."""
+        if path not in self._driver_tables:
+            self._driver_tables[path] = delta_driver.DriverTable(path)
+        return self._driver_tables[path]
 
     def _may_hold(self, spark: SparkSession, low: str | None) -> bool:
         """Whether history may already hold a position at or above `low` (the batch's lowest)."""
@@ -197,12 +200,11 @@ class DeltaWarehouse:
         delta-rs cannot read the log. A truncated string statistic is still an upper bound."""
         import pyarrow as pa
         import pyarrow.compute as pc
-        from deltalake import DeltaTable as DeltaLog
         from deltalake.exceptions import DeltaError
         from pyspark.sql import functions as F
 
         try:
-            files = pa.table(DeltaLog(self.history_path).get_add_actions(flatten=True))
+            files = pa.table(self._driver_table(self.history_path).latest().get_add_actions(flatten=True))
             if files.num_rows == 0:
                 return None
             highs = files.column("max.position")
