@@ -116,13 +116,36 @@ def decode_record(
 ) -> ChangeEvent | Tombstone:
     """Decode one Kafka record of a Debezium table topic; raise `ChangeEventDecodeError` if it is not one."""
     where = RecordPosition(topic=topic, partition=partition, offset=offset)
+    table: str | None = None
     try:
         key_row = _decode_key(key, placeholder)
         if value is None:
             return Tombstone(key=key_row, position=where)
-        return _decode_envelope(_load(value, "value"), key_row, where, placeholder)
-    except (ValueDecodeError, ValueError, TypeError, KeyError) as exc:
+        doc = _load(value, "value")
+        table = _table_of(doc)
+        return _decode_envelope(doc, key_row, where, placeholder)
+    except ValueDecodeError as exc:
+        raise ChangeEventDecodeError(
+            exc.reason if exc.column else str(exc),
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            table=table,
+            column=exc.column,
+            source_type=exc.source_type,
+            fix=exc.fix,
+        ) from exc
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
         raise ChangeEventDecodeError(str(exc), topic=topic, partition=partition, offset=offset) from exc
+
+
+def _table_of(doc: Mapping[str, Any]) -> str | None:
+    """`schema.table` from the envelope's source block, to name a refused value's table."""
+    payload = doc.get("payload")
+    source = payload.get("source") if isinstance(payload, dict) else None
+    if isinstance(source, dict) and source.get("table"):
+        return f"{source.get('schema', '')}.{source['table']}"
+    return None
 
 
 def _load(raw: bytes, what: str) -> Mapping[str, Any]:

@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cdc.change_event import decode_record
+from cdc.column_types import ColumnFinding
 from cdc.connect_client import ConnectClient, ConnectorStatus, ValidationResult
 from cdc.connector_spec import ConnectorSpec
 from cdc.errors import (
@@ -33,7 +34,7 @@ from cdc.errors import (
     WaitTimeout,
 )
 from cdc.health import DEFAULT_RETAINED_WAL_WARN_BYTES, HealthReport, collect
-from cdc.preflight import run_preflight
+from cdc.preflight import PreflightReport, examine
 from cdc.render import event_json, jsonable
 from cdc.slots import drop_slot
 from kafkakit.errors import BadStartPosition, ToolkitError
@@ -151,6 +152,13 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument("--timestamp", metavar="ISO", help="start at the first record at/after this time")
     p.add_argument("--max", type=int, metavar="N", help="stop after N records")
     p.add_argument("--idle-timeout", type=float, metavar="S", help="stop after S seconds without records")
+    p.add_argument(
+        "--on-error",
+        choices=("stop", "skip"),
+        default="stop",
+        help="a record that cannot be decoded: stop (exit 1, the default) or print its position and reason "
+        "to stderr and go on (exit 1 at the end if any was skipped)",
+    )
     p = command(
         "health", "slot WAL retention, connector states, topic end offsets; exits 3 on warnings", _health
     )
@@ -185,38 +193,81 @@ def _print_field_errors(err: Console, errors: Sequence[tuple[str, str]], title: 
 def _validate(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
     spec = ConnectorSpec.from_file(args.file)
     problems: list[tuple[str, str]] = []
+    warnings: tuple[ColumnFinding, ...] = ()
     if not args.skip_preflight:
         try:
-            run_preflight(spec, create_heartbeat_table=False)
-        except PreflightFailed as exc:
+            report = examine(spec, create_heartbeat_table=False)
+        except PreflightFailed as exc:  # the login failed: report it with Connect's findings
             problems.extend(exc.problems)
+        else:
+            problems.extend(report.problems)
+            warnings = report.warnings
     with ConnectClient(ep.kafka_connect_url) as connect:
         result: ValidationResult = connect.validate({**spec.to_config(), "name": spec.name})
     # The heartbeat table is created by `apply`; its absence is not a problem at validate time.
     problems = [p for p in problems if spec.heartbeat.table not in p[1]]
     problems.extend(result.field_errors)
     if _wants_json(args):
-        _emit(out, {"connector": spec.name, "valid": not problems, "errors": [list(p) for p in problems]})
-    elif problems:
+        _emit(
+            out,
+            {
+                "connector": spec.name,
+                "valid": not problems,
+                "errors": [list(p) for p in problems],
+                "warnings": [jsonable(w) for w in warnings],
+            },
+        )
+        return EXIT_OK if not problems else EXIT_REFUSED
+    _print_column_warnings(out, warnings)
+    if problems:
         _print_field_errors(out, problems, f"connector {spec.name!r} is invalid")
     else:
-        out.print(f"connector {spec.name!r} is valid")
+        out.print(f"connector {spec.name!r} is valid" + (" (see the warnings above)" if warnings else ""))
     return EXIT_OK if not problems else EXIT_REFUSED
 
 
 def _apply(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
     spec = ConnectorSpec.from_file(args.file)
+    warnings: tuple[ColumnFinding, ...] = ()
     if not args.skip_preflight:
-        run_preflight(spec)
+        report: PreflightReport = examine(spec)
+        warnings = report.warnings
+        if not _wants_json(args):
+            _print_column_warnings(out, warnings)
+        if report.problems:
+            raise PreflightFailed(report.problems)  # main prints them; nothing is registered
     with ConnectClient(ep.kafka_connect_url) as connect:
         result = connect.apply(spec.name, spec.to_config())
         status = None if args.no_wait else connect.wait_running(spec.name, timeout=args.timeout)
     verb = "created" if result.created else "updated"
     if _wants_json(args):
-        _emit(out, {"connector": spec.name, "result": verb, "state": status.state if status else None})
+        _emit(
+            out,
+            {
+                "connector": spec.name,
+                "result": verb,
+                "state": status.state if status else None,
+                "warnings": [jsonable(w) for w in warnings],
+            },
+        )
     else:
         out.print(f"connector {spec.name!r} {verb}" + (f", {status.state}" if status else ""))
     return EXIT_OK
+
+
+def _print_column_warnings(out: Console, warnings: Sequence[ColumnFinding]) -> None:
+    """Columns whose values Debezium may carry wrong in some rows; the connector is not refused for them."""
+    if not warnings:
+        return
+    table = Table(
+        title="pre-flight warnings: some values of these columns would not arrive exactly",
+        title_justify="left",
+    )
+    for col in ("table", "column", "type", "problem", "workaround"):
+        table.add_column(col, style="bold" if col == "column" else None)
+    for w in warnings:
+        table.add_row(*(escape(v) for v in (w.table, w.column, w.type, w.problem, w.workaround)))
+    out.print(table)
 
 
 def _status(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
@@ -302,6 +353,7 @@ def _tail(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
     )
     stop = _Stop()
     previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    skipped = 0
     try:
         consumer.assign(resolve(consumer, args.topic, start))
         seen, idle_since = 0, time.monotonic()
@@ -313,21 +365,39 @@ def _tail(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
                 continue
             if msg.error():
                 raise ConnectUnavailable(f"Kafka error while reading {args.topic}: {msg.error()}")
-            item = decode_record(
-                topic=args.topic,
-                partition=msg.partition() or 0,
-                offset=msg.offset() or 0,
-                key=msg.key(),
-                value=msg.value(),
-            )
+            seen, idle_since = seen + 1, time.monotonic()
+            try:
+                item = decode_record(
+                    topic=args.topic,
+                    partition=msg.partition() or 0,
+                    offset=msg.offset() or 0,
+                    key=msg.key(),
+                    value=msg.value(),
+                )
+            except ChangeEventDecodeError as exc:
+                if args.on_error == "stop":
+                    raise
+                skipped += 1
+                _report_skipped(exc, json_lines=_wants_json(args))
+                continue
             sys.stdout.write(json.dumps(event_json(item), ensure_ascii=False) + "\n")
             sys.stdout.flush()
-            seen, idle_since = seen + 1, time.monotonic()
     finally:
         consumer.close()
         for s, h in previous.items():
             signal.signal(s, h)
-    return EXIT_OK
+    return EXIT_REFUSED if skipped else EXIT_OK
+
+
+def _report_skipped(exc: ChangeEventDecodeError, *, json_lines: bool) -> None:
+    """One line on stderr per skipped record: where it sits and why, so it can be found and read again."""
+    where = {"topic": exc.topic, "partition": exc.partition, "offset": exc.offset}
+    if json_lines:
+        line = json.dumps({"skipped": where, "table": exc.table, "column": exc.column, "error": str(exc)})
+    else:
+        line = f"skipped {exc.topic}[{exc.partition}]@{exc.offset}: {exc}"
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def _health(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:

@@ -13,6 +13,10 @@ Production-minded defaults, each for a reason:
   bytes (base64 in JSON — exact), hstore as JSON.
 - Truncates stay skipped (Debezium's default): a truncate event has a null key and a compacted topic
   rejects null keys, which would fail the task.
+- Large rows: `topics.max_message_bytes` (default 32 MiB, `kafkakit.limits`) is set on the topics
+  Connect creates and on the connector's producer (max.request.size, buffer.memory), so a row of
+  16 MB is carried without touching the brokers' settings. Kafka's 1 MB default would fail the task,
+  and with it the capture of every table, on the first larger row.
 
 Spec files (YAML or JSON) use the field names below; unknown keys are refused. `extra` passes raw
 Debezium/Connect options through (it may override defaults, not the keys a field manages).
@@ -32,6 +36,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from cdc.errors import SpecError
 from cdc.values import DEFAULT_UNAVAILABLE_PLACEHOLDER
+from kafkakit.limits import BROKER_REQUEST_CEILING_BYTES, CDC_MAX_RECORD_BYTES, producer_buffer_bytes
 
 POSTGRES_CONNECTOR_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
 _JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
@@ -103,6 +108,8 @@ class HeartbeatSpec:
 class TopicSpec:
     partitions: int = 1
     replication_factor: int = 1
+    # The largest change record (bytes, as serialized); the topic and the connector's producer get it.
+    max_message_bytes: int = CDC_MAX_RECORD_BYTES
 
 
 # Config keys a spec field owns; `extra` may not set them (it would silently fight the field).
@@ -125,7 +132,12 @@ _MANAGED_KEYS = frozenset(
         "heartbeat.action.query",
         "topic.creation.default.partitions",
         "topic.creation.default.replication.factor",
+        "topic.creation.default.max.message.bytes",
+        "producer.override.max.request.size",
+        "producer.override.buffer.memory",
         "unavailable.value.placeholder",
+        # The decoder reads array elements' time units from it (Debezium names no type on elements).
+        "time.precision.mode",
     }
 )
 
@@ -220,6 +232,9 @@ class ConnectorSpec:
             "topic.creation.default.partitions": str(self.topics.partitions),
             "topic.creation.default.replication.factor": str(self.topics.replication_factor),
             "topic.creation.default.cleanup.policy": "compact",
+            "topic.creation.default.max.message.bytes": str(self.topics.max_message_bytes),
+            "producer.override.max.request.size": str(self.topics.max_message_bytes),
+            "producer.override.buffer.memory": str(producer_buffer_bytes(self.topics.max_message_bytes)),
         }
         if self.message_key_columns:
             config["message.key.columns"] = ";".join(
@@ -304,6 +319,12 @@ def _problems(spec: ConnectorSpec) -> list[str]:
         out.append(f"snapshot_mode {spec.snapshot_mode!r} is not one of {', '.join(_SNAPSHOT_MODES)}")
     if spec.topics.partitions < 1 or spec.topics.replication_factor < 1:
         out.append("topics.partitions and topics.replication_factor must be >= 1")
+    if not 1024 <= spec.topics.max_message_bytes <= BROKER_REQUEST_CEILING_BYTES:
+        out.append(
+            f"topics.max_message_bytes {spec.topics.max_message_bytes} must be between 1024 and "
+            f"{BROKER_REQUEST_CEILING_BYTES} (a broker refuses requests over socket.request.max.bytes, "
+            "100 MiB by default)"
+        )
     if spec.heartbeat.interval_ms < 1:
         out.append("heartbeat.interval_ms must be >= 1")
     clash = sorted(set(spec.extra) & _MANAGED_KEYS)

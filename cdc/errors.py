@@ -77,19 +77,76 @@ class PreflightFailed(CdcError):
 
 
 class ChangeEventDecodeError(CdcError):
-    """A Kafka record is not a Debezium change event we can decode; it names where it sits."""
+    """A Kafka record is not a change event we can decode exactly; it names where it sits and why.
 
-    def __init__(self, reason: str, *, topic: str, partition: int, offset: int) -> None:
+    For a refused value, `table`, `column` and `source_type` name it and `fix` says what to change;
+    otherwise the record itself is not a Debezium JSON-with-schemas change event.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        topic: str,
+        partition: int,
+        offset: int,
+        table: str | None = None,
+        column: str | None = None,
+        source_type: str | None = None,
+        fix: str | None = None,
+    ) -> None:
         self.reason = reason
         self.topic = topic
         self.partition = partition
         self.offset = offset
-        super().__init__(
-            f"cannot decode record {topic}[{partition}]@{offset}: {reason}. The record is not a Debezium "
-            "change event in JSON-with-schemas form; check the connector's key/value converters "
-            "(JsonConverter, schemas.enable=true) or that this topic is a CDC topic."
-        )
+        self.table = table
+        self.column = column
+        self.source_type = source_type
+        self.fix = fix
+        where = f"cannot decode record {topic}[{partition}]@{offset}"
+        if column is not None:
+            what = f"{table or '?'}.{column}" + (f" ({source_type})" if source_type else "")
+            super().__init__(f"{where}: column {what}: {reason}. Fix: {fix or _VALUE_FIX}")
+        else:
+            super().__init__(
+                f"{where}: {reason}. The record is not a Debezium change event in JSON-with-schemas form; "
+                "check the connector's key/value converters (JsonConverter, schemas.enable=true) or that "
+                "this topic is a CDC topic."
+            )
+
+
+_VALUE_FIX = (
+    "check that the connector runs with the settings `cdc` renders (decimal.handling.mode=string, "
+    "time.precision.mode=adaptive_time_microseconds, column.propagate.source.type=.*), or exclude the "
+    "column with column.exclude.list"
+)
 
 
 class ValueDecodeError(CdcError):
-    """One field value does not match its Connect schema (raised inside decoding, then wrapped)."""
+    """One field value cannot be decoded exactly (raised inside decoding, then wrapped).
+
+    `column` is the path of the field within the row, `source_type` the Postgres type Debezium
+    reported, and `fix` what the user can change so the value arrives exactly.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        column: str | None = None,
+        source_type: str | None = None,
+        fix: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.column = column
+        self.source_type = source_type
+        self.fix = fix
+        prefix = f"field {column!r}" + (f" ({source_type})" if source_type else "") + ": " if column else ""
+        super().__init__(prefix + reason + (f". Fix: {fix}" if fix else ""))
+
+    def at(self, column: str, source_type: str | None) -> ValueDecodeError:
+        """The same error one struct level up: the column path grows from the inside out."""
+        path = f"{column}.{self.column}" if self.column else column
+        return ValueDecodeError(
+            self.reason, column=path, source_type=self.source_type or source_type, fix=self.fix
+        )

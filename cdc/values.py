@@ -11,8 +11,15 @@ Postgres -> Python mapping (what `decode_value` returns):
   real/double -> float (NaN, ±inf); boolean -> bool; text/varchar/char/enum/xml/inet -> str;
   uuid -> uuid.UUID; date -> date; time -> time; timetz -> aware time (UTC);
   timestamp -> naive datetime; timestamptz -> aware datetime (UTC); interval -> Interval;
-  json/jsonb/hstore -> parsed JSON; arrays -> tuple; bytea -> bytes; bit(n>1) -> '0101' text.
+  json/jsonb/hstore -> parsed JSON; arrays -> tuple of the element type's values (date[] -> dates,
+  timestamptz[] -> aware datetimes, ...: Debezium sends array elements without a semantic name, so the
+  element type comes from the propagated source type); bytea -> bytes; bit(n>1) -> '0101' text.
 A TOASTed column Debezium could not read is the `UNCHANGED` sentinel, never the placeholder text.
+
+Exact or refused: a value that cannot be decoded exactly raises `ValueDecodeError` with a `fix`, never
+a different value. Refused: bit varying (Debezium sends the bits as an integer, so leading zeros and
+the length are gone), multi-dimensional text arrays (Debezium sends Java object names), and values
+Python's date/time types cannot hold (BC, 'infinity', years past 9999, time 24:00:00).
 """
 
 from __future__ import annotations
@@ -37,6 +44,24 @@ _EPOCH_DATE = date(1970, 1, 1)
 _EPOCH = datetime(1970, 1, 1)
 _DECIMAL_SOURCE_TYPES = frozenset({"NUMERIC", "DECIMAL", "MONEY"})
 _FLOAT_SPECIALS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+# decimal.handling.mode=string spells numeric's infinities in Java's words; NaN arrives as "NAN".
+_DECIMAL_SPECIALS = {"POSITIVE_INFINITY": Decimal("Infinity"), "NEGATIVE_INFINITY": Decimal("-Infinity")}
+SCALE_PARAM = "__debezium.source.column.scale"
+# Java's Object.toString() of an array: what Debezium sends for each row of a multi-dimensional text array.
+_JAVA_ARRAY_NAME = re.compile(r"^\[+L[\w.$]+;@[0-9a-f]+$")
+_OUT_OF_RANGE_FIX = (
+    "Python's date and datetime hold years 1 to 9999 and no 'infinity', and time stops at 23:59:59.999999; "
+    "keep such values out of the column (a CHECK constraint), or exclude the column (column.exclude.list) "
+    "and capture a generated text column (col::text) instead"
+)
+_VARBIT_FIX = (
+    "Debezium sends bit varying as an integer, so leading zeros and the length are lost; exclude the column "
+    "(column.exclude.list) and capture a generated text column (col::text), or use bit(n)"
+)
+_MULTI_DIM_FIX = (
+    "Debezium cannot carry multi-dimensional arrays; keep the column one-dimensional "
+    "(CHECK (array_ndims(col) = 1)) or exclude it (column.exclude.list) and capture col::text"
+)
 
 Schema = Mapping[str, Any]
 
@@ -128,7 +153,7 @@ def decode_struct(schema: Schema, value: Any, placeholder: str = DEFAULT_UNAVAIL
         try:
             out[name] = decode_value(field, value.get(name), placeholder)
         except ValueDecodeError as exc:
-            raise ValueDecodeError(f"field {name!r}: {exc}") from exc
+            raise exc.at(name, _source_type(field) or None) from exc
     return out
 
 
@@ -140,9 +165,25 @@ def decode_value(schema: Schema, value: Any, placeholder: str = DEFAULT_UNAVAILA
         return UNCHANGED
     try:
         return _decode(schema, value, placeholder)
-    except (ValueError, TypeError, KeyError, InvalidOperation, OverflowError, struct.error) as exc:
+    except ValueDecodeError:
+        raise
+    except OverflowError as exc:
         raise ValueDecodeError(
-            f"value {value!r:.80} does not fit schema {schema.get('name') or schema.get('type')}: {exc}"
+            f"value {value!r:.80} is out of Python's range: {exc}", fix=_OUT_OF_RANGE_FIX
+        ) from exc
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        InvalidOperation,
+        struct.error,
+        AttributeError,
+        RecursionError,
+    ) as exc:
+        time_like = str(schema.get("name", "")).startswith("io.debezium.time.")
+        raise ValueDecodeError(
+            f"value {value!r:.80} does not fit schema {schema.get('name') or schema.get('type')}: {exc}",
+            fix=_OUT_OF_RANGE_FIX if time_like else None,
         ) from exc
 
 
@@ -154,13 +195,7 @@ def _decode(schema: Schema, value: Any, placeholder: str) -> Any:
     if kind == "struct":
         return decode_struct(schema, value, placeholder)
     if kind == "array":
-        item_schema = dict(schema["items"])
-        source_type = _source_type(schema)
-        if source_type.startswith("_"):
-            # Array columns report the element type with a leading underscore (_NUMERIC).
-            params = dict(item_schema.get("parameters") or {})
-            params[SOURCE_TYPE_PARAM] = source_type[1:]
-            item_schema["parameters"] = params
+        item_schema = _element_schema(schema)
         return tuple(decode_value(item_schema, v, placeholder) for v in value)
     if kind == "map":
         return {
@@ -168,6 +203,29 @@ def _decode(schema: Schema, value: Any, placeholder: str) -> Any:
             for k, v in (value.items() if isinstance(value, dict) else value)
         }
     return _decode_primitive(schema, kind, value)
+
+
+def _element_schema(schema: Schema) -> Schema:
+    """The items' schema, typed by the array's source type: Debezium names no semantic type on elements."""
+    item_schema = dict(schema["items"])
+    source_type = _source_type(schema)
+    if not source_type.startswith("_"):
+        return item_schema
+    # Array columns report the element type with a leading underscore (_NUMERIC).
+    element = source_type[1:]
+    params = dict(item_schema.get("parameters") or {})
+    params[SOURCE_TYPE_PARAM] = element
+    scale = (schema.get("parameters") or {}).get(SCALE_PARAM)
+    if scale is not None:
+        params[SCALE_PARAM] = scale
+    item_schema["parameters"] = params
+    if "name" not in item_schema:
+        named = _ELEMENT_NAMES.get(element)
+        if element == "TIMESTAMP" and int(scale or 6) <= 3:
+            named = "io.debezium.time.Timestamp"  # adaptive precision: milliseconds up to timestamp(3)
+        if named is not None:
+            item_schema["name"] = named
+    return item_schema
 
 
 def _decode_primitive(schema: Schema, kind: Any, value: Any) -> Any:
@@ -188,6 +246,11 @@ def _decode_primitive(schema: Schema, kind: Any, value: Any) -> Any:
             raise TypeError("not a string")
         if _source_type(schema) in _DECIMAL_SOURCE_TYPES:
             return _decimal_text(value)
+        if _JAVA_ARRAY_NAME.match(value):
+            raise ValueDecodeError(
+                f"{value!r} is the name of a Java array, not a value: a row of a multi-dimensional array",
+                fix=_MULTI_DIM_FIX,
+            )
         return value
     raise ValueDecodeError(f"unknown Connect schema type {kind!r}")
 
@@ -203,9 +266,10 @@ def _source_type(schema: Schema) -> str:
 
 
 def _decimal_text(text: str) -> Decimal:
-    # Postgres money arrives formatted for the server locale (e.g. "$1,234.50").
-    cleaned = text.replace(",", "").replace("$", "") if any(c in text for c in ",$") else text
-    return Decimal(cleaned)
+    # Debezium sends plain digits (money included, whatever the server's lc_monetary); anything else is
+    # refused rather than guessed at, since "1,5" may mean 1.5 or 15.
+    special = _DECIMAL_SPECIALS.get(text)
+    return special if special is not None else Decimal(text)
 
 
 def _unscaled(raw: Any) -> int:
@@ -249,10 +313,19 @@ def _micro_time(_schema: Schema, value: Any) -> time:
 
 
 def _bits(schema: Schema, value: Any) -> str:
-    """bit(n) as Postgres prints it ('1000'); Debezium sends the bits as a little-endian integer."""
+    """bit(n) as Postgres prints it ('1000'); Debezium sends the bits as a little-endian integer.
+
+    The integer has no leading zeros, so only a fixed-length bit(n) can be padded back exactly. For bit
+    varying the length is known only when the value fills the declared maximum; otherwise it is refused
+    (never padded to the maximum, which for an unbounded column is 2^31 - 1).
+    """
     number = int.from_bytes(base64.b64decode(value, validate=True), "little")
-    length = int((schema.get("parameters") or {}).get("length", max(number.bit_length(), 1)))
-    return format(number, f"0{length}b")
+    declared = int((schema.get("parameters") or {})["length"])
+    if number.bit_length() > declared:
+        raise ValueError(f"{number.bit_length()} bits do not fit bit({declared})")
+    if _source_type(schema) == "BIT" or number.bit_length() == declared:
+        return format(number, f"0{declared}b")
+    raise ValueDecodeError(f"bit varying({declared}) value {number:b} without its length", fix=_VARBIT_FIX)
 
 
 def _enum_set(_schema: Schema, value: Any) -> tuple[str, ...]:
@@ -282,4 +355,16 @@ _BY_NAME: dict[str, _Decoder] = {
     "io.debezium.data.EnumSet": _enum_set,
     "io.debezium.data.Xml": lambda _s, v: str(v),
     "io.debezium.data.Bits": _bits,
+}
+# Array elements by source type (their schemas carry no semantic name): the scalar decoders above.
+_ELEMENT_NAMES = {
+    "DATE": "io.debezium.time.Date",
+    "TIME": "io.debezium.time.MicroTime",
+    "TIMETZ": "io.debezium.time.ZonedTime",
+    "TIMESTAMP": "io.debezium.time.MicroTimestamp",
+    "TIMESTAMPTZ": "io.debezium.time.ZonedTimestamp",
+    "UUID": "io.debezium.data.Uuid",
+    "JSON": "io.debezium.data.Json",
+    "JSONB": "io.debezium.data.Json",
+    "HSTORE": "io.debezium.data.Json",
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kafkakit.limits import DEAD_LETTER_MAX_RECORD_BYTES, producer_buffer_bytes
 from materializers.views.redis_cache import REJECT_DDL, Reject
 
 if TYPE_CHECKING:
@@ -53,4 +54,11 @@ def write(errors: DataFrame, *, bootstrap: str, topic: str, materializer: str) -
             h(H_MATERIALIZER, F.lit(materializer)),
         ).alias("headers"),
     )
-    out.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", topic).save()
+    (
+        out.write.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("kafka.max.request.size", str(DEAD_LETTER_MAX_RECORD_BYTES))
+        .option("kafka.buffer.memory", str(producer_buffer_bytes(DEAD_LETTER_MAX_RECORD_BYTES)))
+        .save()
+    )

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kafkakit.limits import DEAD_LETTER_MAX_RECORD_BYTES
 from kafkakit.positions import StartPosition, parse_offsets_json
 from materializers import checkpoint, dead_letters, lifecycle, positions, status
 from materializers.avro_events import WriterSchemas
@@ -205,7 +206,9 @@ def ensure_topic(bootstrap: str, topic: str) -> None:
     if topic in admin.list_topics(timeout=10).topics:
         return
     try:
-        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+        # A dead letter carries its source record whole: the topic takes records as large as CDC's.
+        config = {"max.message.bytes": str(DEAD_LETTER_MAX_RECORD_BYTES)}
+        admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(timeout=30)
     except KafkaException as exc:
         if "TOPIC_ALREADY_EXISTS" not in str(exc):
             raise SourceUnavailable(f"cannot create dead-letter topic {topic!r}: {exc}") from exc

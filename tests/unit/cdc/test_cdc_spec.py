@@ -135,3 +135,24 @@ def test_heartbeat_can_be_disabled() -> None:
     )
     config = spec.to_config()
     assert "heartbeat.action.query" not in config and config["table.include.list"] == r"public\.t"
+
+
+def test_record_size_limit_reaches_the_topics_and_the_producer() -> None:
+    base = {
+        "name": "big",
+        "database": {"hostname": "db", "user": "u", "dbname": "d"},
+        "topic_prefix": "big",
+        "tables": ["public.t"],
+    }
+    default = ConnectorSpec.from_mapping(base).to_config()
+    assert default["topic.creation.default.max.message.bytes"] == str(32 << 20)
+    assert default["producer.override.max.request.size"] == str(32 << 20)
+    assert int(default["producer.override.buffer.memory"]) >= 2 * (32 << 20)
+    set_ = ConnectorSpec.from_mapping({**base, "topics": {"max_message_bytes": 50 << 20}}).to_config()
+    assert set_["producer.override.max.request.size"] == str(50 << 20)
+    with pytest.raises(SpecError, match=r"socket\.request\.max\.bytes"):
+        ConnectorSpec.from_mapping({**base, "topics": {"max_message_bytes": 200 << 20}})
+    with pytest.raises(SpecError, match="spec fields manage"):
+        ConnectorSpec.from_mapping({**base, "extra": {"producer.override.max.request.size": "1048576"}})
+    with pytest.raises(SpecError, match="spec fields manage"):
+        ConnectorSpec.from_mapping({**base, "extra": {"time.precision.mode": "connect"}})
