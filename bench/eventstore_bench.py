@@ -124,7 +124,7 @@ def ours_worker(config: Any, prefix: str, orders: int, window: int, barrier: Any
     from eventstore.registry import HttpRegistry
     from eventstore.serde import Serde
 
-    serde = Serde(ORDER, HttpRegistry(config.schema_registry_url), subject_prefix=config.name)
+    serde = Serde(ORDER, HttpRegistry(config.schema_registry_url), store=config)
     commands = _order_commands(prefix, orders)
     with EventStoreClient(config, ORDER, serde) as client:
         for name in serde.catalog.texts:
@@ -269,7 +269,7 @@ def processor_main(
     from eventstore.registry import HttpRegistry
     from eventstore.serde import Serde
 
-    serde = Serde(ORDER, HttpRegistry(config.schema_registry_url), subject_prefix=config.name)
+    serde = Serde(ORDER, HttpRegistry(config.schema_registry_url), store=config)
     processor = CommandProcessor(
         config,
         ORDER,
@@ -326,7 +326,7 @@ def sample_records(config: Any, events: int) -> list[tuple[bytes, bytes, Any]]:
     from eventstore.registry import HttpRegistry
     from eventstore.serde import Serde
 
-    serde = Serde(ORDER, HttpRegistry(config.schema_registry_url), subject_prefix=config.name)
+    serde = Serde(ORDER, HttpRegistry(config.schema_registry_url), store=config)
     states: dict[str, StreamState[Any]] = {}
     records = []
     for i, command in enumerate(_order_commands("raw", events // (1 + LINES_PER_ORDER) + 1)):
@@ -456,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         StoreConfig.from_env(), name=f"bench-{run_id}", partitions=plan.partitions, reply_timeout_s=60
     )
     ensure_topics(config)
-    register_all(Serde(ORDER, HttpRegistry(config.schema_registry_url), subject_prefix=config.name))
+    register_all(Serde(ORDER, HttpRegistry(config.schema_registry_url), store=config))
     raw_topic = f"bench-{run_id}.raw"
     admin = AdminClient({"bootstrap.servers": config.bootstrap_servers})
     for future in admin.create_topics([NewTopic(raw_topic, plan.partitions, 1)]).values():

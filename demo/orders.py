@@ -32,7 +32,7 @@ class Tally:
 
 
 def serde(config: StoreConfig) -> Serde:
-    return Serde(ORDER, HttpRegistry(config.schema_registry_url), subject_prefix=config.name)
+    return Serde(ORDER, HttpRegistry(config.schema_registry_url), store=config)
 
 
 def start_processor(config: StoreConfig, log_file: Path, instance: str = "demo-1") -> subprocess.Popen[bytes]:

@@ -11,7 +11,9 @@ Exit codes:
   4  domain error: the command broke a business rule; nothing was appended
   5  invalid input: schema violation / command rejected / incompatible schema; nothing was appended
   6  outcome unknown (timeout, broker down): retrying with the same --command-id is safe
-  7  infrastructure error (Kafka, registry, topics, undecodable record, replay)
+  7  infrastructure error (Kafka, registry, topics, undecodable record, replay); also
+     SubjectsNeedMigration: the store's schemas are still under the old `<store>-<record type>`
+     subjects; run `eventstore schemas migrate --name NAME`, then retry
   8  not found: `read` of a stream that has no committed events (check the stream id)
 """
 
@@ -38,6 +40,7 @@ from eventstore.aggregate import Aggregate
 from eventstore.client import EventStoreClient
 from eventstore.config import StoreConfig
 from eventstore.envelope import EventEnvelope
+from eventstore.migration import Step, migrate
 from eventstore.processor import CommandProcessor
 from eventstore.reading import EventReader
 from eventstore.records import from_record, to_record
@@ -65,9 +68,25 @@ out = Console()
 err = Console(stderr=True)
 
 
+SCHEMAS_HELP = """\
+Subjects follow TopicRecordNameStrategy, `<topic>-<record full name>` (e.g.
+orders.events-kafkatoolkit.order.OrderCreated); the outcome record has one subject per topic it is
+written to (orders.outcomes-..., orders.replies-...).
+
+  list      every subject with its latest version and schema id
+  check     what `register` would do; registers nothing
+  register  register new and evolved schemas (an incompatible one is refused: exit 5)
+  migrate   move a store registered under the old `<store>-<record type>` subjects: every version of
+            each old subject is registered under the new subject(s), oldest first, with the same
+            schema ids; old subjects stay. Repeatable: a second run changes nothing and says so.
+            Until a store is migrated, init, register, check, the processor and execute refuse to
+            run (SubjectsNeedMigration, exit 7) rather than start new subjects beside the old ones.
+"""
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--name", help="store name: topic prefix and registry subject prefix (env EVENTSTORE_NAME)"
+        "--name", help="store name: prefix of its topics, hence of its subjects (env EVENTSTORE_NAME)"
     )
     p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers (env KAFKA_BOOTSTRAP_SERVERS)")
     p.add_argument(
@@ -134,9 +153,16 @@ def build_parser() -> argparse.ArgumentParser:
     dest.add_argument("--to-topic")
     dest.add_argument("--to-stdout", action="store_true")
 
-    p = sub.add_parser("schemas", help="list, check or register the store's Avro schemas")
+    p = sub.add_parser(
+        "schemas",
+        help="list, check, register or migrate the store's Avro schemas",
+        description=SCHEMAS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _common(p)
-    p.add_argument("action", choices=["list", "check", "register"])
+    p.add_argument(
+        "action", choices=["list", "check", "register", "migrate"], help="what to do (described above)"
+    )
     return parser
 
 
@@ -165,7 +191,7 @@ def load_aggregate(spec: str) -> Aggregate[Any]:
 
 
 def _serde(config: StoreConfig, aggregate: Aggregate[Any]) -> Serde:
-    return Serde(aggregate, HttpRegistry(config.schema_registry_url), subject_prefix=config.name)
+    return Serde(aggregate, HttpRegistry(config.schema_registry_url), store=config)
 
 
 def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
@@ -330,6 +356,8 @@ def cmd_replay(args: argparse.Namespace, config: StoreConfig, aggregate: Aggrega
 
 def cmd_schemas(args: argparse.Namespace, config: StoreConfig, aggregate: Aggregate[Any]) -> int:
     serde = _serde(config, aggregate)
+    if args.action == "migrate":
+        return _migrate(args, serde)
     if args.action == "register":
         reports = register_all(serde)
     elif args.action == "check":
@@ -337,15 +365,16 @@ def cmd_schemas(args: argparse.Namespace, config: StoreConfig, aggregate: Aggreg
     else:
         rows = []
         for record_type in sorted(serde.catalog.texts):
-            latest = serde.registry.latest(serde.subject(record_type))
-            rows.append(
-                (
-                    serde.subject(record_type),
-                    record_type,
-                    latest.version if latest else "-",
-                    latest.schema_id if latest else "-",
+            for subject in serde.subjects(record_type):
+                latest = serde.registry.latest(subject)
+                rows.append(
+                    (
+                        subject,
+                        record_type,
+                        latest.version if latest else "-",
+                        latest.schema_id if latest else "-",
+                    )
                 )
-            )
         if args.json:
             print(
                 json.dumps(
@@ -367,6 +396,32 @@ def cmd_schemas(args: argparse.Namespace, config: StoreConfig, aggregate: Aggreg
             [(r.subject, r.status, r.version, r.schema_id) for r in reports],
         )
     return 0
+
+
+def _migrate(args: argparse.Namespace, serde: Serde) -> int:
+    steps = migrate(serde.registry, serde.names)
+    copied = sum(step.status == "copied" for step in steps)
+    if args.json:
+        print(json.dumps({"copied": copied, "steps": [_step_json(step) for step in steps]}))
+        return 0
+    if not steps:
+        out.print(f"no old subjects {serde.names.store}-<record type> found: nothing to migrate")
+        return 0
+    _table(
+        "schemas (migrate)",
+        ["old subject", "version", "new subject", "new version", "id", "status"],
+        [(s.old_subject, s.old_version, s.new_subject, s.new_version, s.schema_id, s.status) for s in steps],
+    )
+    out.print(
+        f"copied {copied} version(s)"
+        if copied
+        else "nothing to do: every old version is already under its new subject"
+    )
+    return 0
+
+
+def _step_json(step: Step) -> dict[str, Any]:
+    return {k: v for k, v in asdict(step).items() if k != "text"}
 
 
 COMMANDS = {
@@ -413,6 +468,7 @@ def _details(exc: BaseException) -> dict[str, Any]:
         "topic",
         "partition",
         "offset",
+        "subjects",
     )
     return {k: getattr(exc, k) for k in keys if hasattr(exc, k)}
 

@@ -6,7 +6,8 @@
 - Errors say whether the command may have been applied (`OutcomeUnknown.may_have_been_applied`); a
   retry with the same command id is always safe: the processor returns the first outcome.
 - `WrongExpectedVersion`, the aggregate's typed `DomainError`s and `CommandRejected` are raised from
-  the outcome; `SchemaViolation` is raised before anything is sent.
+  the outcome; `SchemaViolation` is raised before anything is sent, and so is `SubjectsNeedMigration`
+  while the store's schemas are still under the old `<store>-<record type>` subjects.
 Not thread-safe: use one client per thread or process.
 """
 

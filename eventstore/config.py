@@ -19,7 +19,8 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoreConfig:
-    """`name` prefixes the store's topics (`<name>.events`, ...) and registry subjects (`<name>-<type>`)."""
+    """`name` prefixes the store's topics (`<name>.events`, ...), hence its registry subjects
+    (`<topic>-<record full name>`, subjects.py)."""
 
     name: str = "orders"
     bootstrap_servers: str = Endpoints().kafka_bootstrap_servers

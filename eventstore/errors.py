@@ -104,3 +104,16 @@ class TopicSetupError(EventStoreError):
 
 class ReplayError(EventStoreError):
     """A replay cannot start or continue (bad range, destination mismatch)."""
+
+
+class SubjectsNeedMigration(EventStoreError):
+    """The store's schemas are registered only under the old `<store>-<record type>` subjects.
+
+    Nothing was registered: fresh `<topic>-<record full name>` subjects would start a second version
+    history beside the old one. `subjects` names the old subjects; `eventstore schemas migrate` moves them.
+    """
+
+    def __init__(self, message: str, *, store: str, subjects: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.store = store
+        self.subjects = subjects

@@ -186,7 +186,12 @@ class CommandProcessor(Generic[S]):
     # --- lifecycle -------------------------------------------------------------------------------
 
     def run(self, *, max_idle_s: float | None = None) -> None:
-        """Process until `stop_requested` is set (e.g. by SIGTERM) or idle for `max_idle_s`."""
+        """Process until `stop_requested` is set (e.g. by SIGTERM) or idle for `max_idle_s`.
+
+        Raises SubjectsNeedMigration before consuming anything when the store's schemas are still under
+        the old subjects: found later, mid-transaction, it would only crash the batch.
+        """
+        self.serde.require_migrated()
         for producer in self._producers:
             producer.init_transactions(self.config.transaction_timeout_ms / 1000)
         self._consumer.subscribe(

@@ -1,8 +1,10 @@
 """Registering a store's schemas, refusing versions that cannot read the data already written.
 
-For each record type: if the subject has a registered schema that differs from the local file, the new
-one must pass BOTH the local check (structural walk + fastavro resolution, schemas.check_backward) and
-the registry's compatibility endpoint under a BACKWARD rule; only then is it registered.
+For each record type and each of its subjects (`<topic>-<record full name>`, one per topic it is written
+to): if the subject has a registered schema that differs from the local file, the new one must pass BOTH
+the local check (structural walk + fastavro resolution, schemas.check_backward) and the registry's
+compatibility endpoint under a BACKWARD rule; only then is it registered. A store whose schemas are
+still under the old `<store>-<record type>` subjects is refused (SubjectsNeedMigration) until migrated.
 """
 
 from __future__ import annotations
@@ -26,9 +28,8 @@ class SubjectReport:
     schema_id: int
 
 
-def check_one(serde: Serde, record_type: str) -> Status:
-    """Raise SchemaIncompatible if the local schema of `record_type` may not replace the registered one."""
-    subject = serde.subject(record_type)
+def check_one(serde: Serde, record_type: str, subject: str) -> Status:
+    """Raise SchemaIncompatible if the local schema of `record_type` may not replace `subject`'s latest."""
     text = serde.catalog.text(record_type)
     latest = serde.registry.latest(subject)
     if latest is None:
@@ -48,11 +49,15 @@ def check_one(serde: Serde, record_type: str) -> Status:
 
 
 def register_all(serde: Serde, *, dry_run: bool = False) -> list[SubjectReport]:
-    """Check every record type first, then register (so one bad schema registers nothing)."""
-    statuses = {t: check_one(serde, t) for t in sorted(serde.catalog.texts)}
+    """Check every subject first, then register (so one bad schema registers nothing).
+
+    Refuses a store still under the old subjects before anything else, a dry run included.
+    """
+    serde.require_migrated()
+    pairs = [(t, s) for t in sorted(serde.catalog.texts) for s in serde.subjects(t)]
+    statuses = {(t, s): check_one(serde, t, s) for t, s in pairs}
     reports = []
-    for record_type, status in statuses.items():
-        subject = serde.subject(record_type)
+    for (record_type, subject), status in statuses.items():
         if dry_run:
             latest = serde.registry.latest(subject)
             reports.append(

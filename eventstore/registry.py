@@ -6,7 +6,7 @@ unit tests and offline tools. Lookups by id are cached: a schema id never change
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import httpx
@@ -29,6 +29,7 @@ class Registry(Protocol):
     def register(self, subject: str, text: str) -> int: ...
     def schema_text(self, schema_id: int) -> str: ...
     def latest(self, subject: str) -> Registered | None: ...
+    def versions(self, subject: str) -> tuple[Registered, ...]: ...
     def is_compatible(self, subject: str, text: str) -> tuple[bool, tuple[str, ...]]: ...
     def subjects(self) -> tuple[str, ...]: ...
 
@@ -80,7 +81,31 @@ class HttpRegistry:
         return self._by_id[schema_id]
 
     def latest(self, subject: str) -> Registered | None:
-        response = self._call("GET", f"/subjects/{subject}/versions/latest")
+        return self._version(subject, "latest")
+
+    def versions(self, subject: str) -> tuple[Registered, ...]:
+        """Every version of `subject`, oldest first, its text byte for byte as registered; () if none.
+
+        The bytes matter: Apicurio's other endpoints return a compacted text, and it tells schemas apart
+        by a hash of the raw text, so registering the compacted form elsewhere would mint a new id.
+        """
+        response = self._call("GET", f"/subjects/{subject}/versions")
+        if response.status_code == 404:
+            return ()
+        found = []
+        for number in sorted(int(v) for v in self._ok(response)):
+            version = self._version(subject, str(number))
+            if version is not None:  # else deleted meanwhile
+                found.append(replace(version, text=self._raw_text(version.schema_id)))
+        return tuple(found)
+
+    def _raw_text(self, schema_id: int) -> str:
+        response = self._call("GET", f"/schemas/ids/{schema_id}/schema")
+        self._ok(response)  # raises on an error status
+        return response.text
+
+    def _version(self, subject: str, version: str) -> Registered | None:
+        response = self._call("GET", f"/subjects/{subject}/versions/{version}")
         if response.status_code == 404:
             return None
         doc = self._ok(response)
@@ -126,10 +151,14 @@ class MemoryRegistry:
         return self._texts[schema_id - 1]
 
     def latest(self, subject: str) -> Registered | None:
-        versions = self._versions.get(subject)
-        if not versions:
-            return None
-        return Registered(subject, len(versions), versions[-1], self._texts[versions[-1] - 1])
+        found = self.versions(subject)
+        return found[-1] if found else None
+
+    def versions(self, subject: str) -> tuple[Registered, ...]:
+        return tuple(
+            Registered(subject, n, schema_id, self._texts[schema_id - 1])
+            for n, schema_id in enumerate(self._versions.get(subject, ()), start=1)
+        )
 
     def is_compatible(self, subject: str, text: str) -> tuple[bool, tuple[str, ...]]:
         return True, ()

@@ -5,6 +5,8 @@ Values use the Confluent wire format: magic byte 0, a 4-byte big-endian schema i
 .avsc files, so Avro schema resolution upgrades old records (e.g. a field added with a default).
 Metadata travels in headers (UTF-8 strings) so tools can route without decoding the body.
 Decoding failures name topic/partition/offset and never drop a record silently.
+Schemas are registered under `<topic>-<record full name>` (subjects.py), never beside a store whose
+schemas are still under the old `<store>-<record type>` subjects (that raises SubjectsNeedMigration).
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.validation import ValidationError, validate
 
 from eventstore.aggregate import Aggregate, type_name
+from eventstore.config import StoreConfig
 from eventstore.envelope import ANY_VERSION, CommandEnvelope, EventEnvelope, Outcome, Position, Snapshot
 from eventstore.errors import RegistryUnavailable, SchemaNotFound, SchemaViolation, UndecodableRecord
 from eventstore.records import from_record, to_record
 from eventstore.registry import Registry
 from eventstore.schemas import OUTCOME, Catalog, canonical, parse_text
+from eventstore.subjects import StoreSubjects, require_migrated
 
 MAGIC = 0
 HEADER_SIZE = 5
@@ -113,27 +117,41 @@ def _check_fields(record_type: str, schema: Any, data: dict[str, Any]) -> None:
 class Serde:
     """Encodes and decodes one store's records against its catalog and a registry."""
 
-    def __init__(self, aggregate: Aggregate[Any], registry: Registry, *, subject_prefix: str) -> None:
+    def __init__(self, aggregate: Aggregate[Any], registry: Registry, *, store: StoreConfig) -> None:
         self.aggregate = aggregate
         self.registry = registry
         self.catalog = Catalog.for_aggregate(aggregate)
-        self.subject_prefix = subject_prefix
+        self.names = StoreSubjects.build(store, aggregate, self.catalog)
+        self._migrated = False
         self._ids: dict[str, int] = {}
         self._readers: dict[str, Any] = {}
         self._writers: dict[int, Any] = {}
         self._same: dict[tuple[int, str], bool] = {}
         self._framing: dict[str, bytes] = {}
 
-    def subject(self, record_type: str) -> str:
-        return f"{self.subject_prefix}-{record_type}"
+    def subjects(self, record_type: str) -> tuple[str, ...]:
+        """`<topic>-<record full name>` for every topic `record_type` is written to."""
+        return self.names.of(record_type)
+
+    def require_migrated(self) -> None:
+        """Raise SubjectsNeedMigration when the store's schemas are only under the old subjects.
+
+        Asked once per Serde, before its first registration: a process that starts fresh subjects
+        beside an old store's history would fork that history silently.
+        """
+        if not self._migrated:
+            require_migrated(self.names, lambda s: self.registry.latest(s) is not None)
+            self._migrated = True
 
     # --- raw Avro --------------------------------------------------------------------------------
 
     def schema_id(self, record_type: str) -> int:
         if record_type not in self._ids:
-            self._ids[record_type] = self.registry.register(
-                self.subject(record_type), self.catalog.text(record_type)
-            )
+            self.require_migrated()
+            text = self.catalog.text(record_type)
+            # One schema text has one id in every subject, so the id serves each topic of the type.
+            ids = [self.registry.register(s, text) for s in self.subjects(record_type)]
+            self._ids[record_type] = ids[0]
         return self._ids[record_type]
 
     def _reader(self, record_type: str) -> Any:

@@ -12,7 +12,7 @@ from eventstore.serde import Serde
 
 
 def serde_for(config: StoreConfig, aggregate: Any = ORDER) -> Serde:
-    return Serde(aggregate, HttpRegistry(config.schema_registry_url), subject_prefix=config.name)
+    return Serde(aggregate, HttpRegistry(config.schema_registry_url), store=config)
 
 
 def cli_env(config: StoreConfig) -> dict[str, str]:

@@ -191,7 +191,7 @@ def test_schema_evolution(
 ) -> None:
     start_processor()
     create(client, "5")
-    subject = f"{store.name}-order.created"
+    subject = f"{store.events_topic}-kafkatoolkit.order.OrderCreated"
     before = serde_for(store).registry.latest(subject)
     assert before is not None
 

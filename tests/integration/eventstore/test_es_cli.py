@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
-from es_helpers import cli_env
+from es_helpers import cli_env, serde_for
 
 from eventstore.cli import main
 from eventstore.config import StoreConfig
@@ -141,8 +141,9 @@ def test_schemas_list_check_register(stack: Any, capsys: Any) -> None:
     code, [listed] = run(capsys, config, "schemas", "list")
     assert {r["version"] for r in listed} == {1}
     assert {r["subject"] for r in listed} == {
-        f"{config.name}-{t}" for t in {*o.ORDER.record_types(), "eventstore.outcome"}
+        s for subjects in serde_for(config).names.current.values() for s in subjects
     }
+    assert {r["record_type"] for r in listed} == {*o.ORDER.record_types(), "eventstore.outcome"}
     code, [checked] = run(capsys, config, "schemas", "check")
     assert code == 0 and {r["status"] for r in checked} == {"unchanged"}
 

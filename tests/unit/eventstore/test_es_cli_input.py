@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from eventstore.cli import main
+from eventstore.cli import exit_code, main
+from eventstore.errors import SubjectsNeedMigration
 
 # Unreachable endpoints: these commands must fail on the input before touching any service.
 OFFLINE = ["--bootstrap-servers", "127.0.0.1:1", "--schema-registry-url", "http://127.0.0.1:1", "--json"]
@@ -64,3 +65,18 @@ def test_unknown_subcommand_exits_2(capsys: Any) -> None:
         main(["explode"])
     assert info.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_schemas_help_describes_the_subjects_and_migrate(capsys: Any) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["schemas", "--help"])
+    assert info.value.code == 0
+    text = capsys.readouterr().out
+    assert "<topic>-<record full name>" in text and "migrate" in text and "exit 7" in text
+
+
+def test_a_store_still_under_the_old_subjects_exits_7() -> None:
+    refused = SubjectsNeedMigration(
+        "run eventstore schemas migrate", store="s", subjects=("s-order.created",)
+    )
+    assert exit_code(refused) == 7

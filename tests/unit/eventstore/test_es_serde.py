@@ -4,6 +4,7 @@ import struct
 
 import pytest
 
+from eventstore.config import StoreConfig
 from eventstore.envelope import CommandEnvelope, EventEnvelope, Outcome, Position, Snapshot
 from eventstore.errors import SchemaViolation, UndecodableRecord
 from eventstore.examples import order as o
@@ -15,7 +16,7 @@ POS = Position(topic="t.events", partition=3, offset=17)
 
 @pytest.fixture
 def serde() -> Serde:
-    return Serde(o.ORDER, MemoryRegistry(), subject_prefix="t")
+    return Serde(o.ORDER, MemoryRegistry(), store=StoreConfig(name="t"))
 
 
 def event(version: int = 1) -> EventEnvelope:
@@ -118,7 +119,7 @@ def test_any_value_decodes_avro_json_and_bytes(serde: Serde) -> None:
 
 
 def test_trusted_encoding_still_refuses_bad_values_naming_the_field() -> None:
-    serde = Serde(o.ORDER, MemoryRegistry(), subject_prefix="t")
+    serde = Serde(o.ORDER, MemoryRegistry(), store=StoreConfig(name="t"))
     with pytest.raises(SchemaViolation) as info:
         serde.encode("order.created", {"order_id": 1, "customer_id": "c"}, trusted=True)
     assert info.value.field == "order_id"

@@ -5,13 +5,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eventstore.config import StoreConfig
 from eventstore.decision import StreamState, handle, load, snapshot_due
 from eventstore.envelope import CommandEnvelope, EventEnvelope, Snapshot
 from eventstore.examples import order as o
 from eventstore.registry import MemoryRegistry
 from eventstore.serde import Serde
 
-SERDE = Serde(o.ORDER, MemoryRegistry(), subject_prefix="prop")
+SERDE = Serde(o.ORDER, MemoryRegistry(), store=StoreConfig(name="prop"))
 SKUS = st.sampled_from(["a", "b", "c", "d"])
 COMMANDS = st.one_of(
     st.builds(o.CreateOrder, order_id=st.just("1"), customer_id=st.text(max_size=5)),
