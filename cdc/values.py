@@ -52,11 +52,11 @@ _JAVA_ARRAY_NAME = re.compile(r"^\[+L[\w.$]+;@[0-9a-f]+$")
 _OUT_OF_RANGE_FIX = (
     "Python's date and datetime hold years 1 to 9999 and no 'infinity', and time stops at 23:59:59.999999; "
     "keep such values out of the column (a CHECK constraint), or exclude the column (column.exclude.list) "
-    "and capture a generated text column (col::text) instead"
+    "and keep a text copy filled by a trigger (col::text) instead"
 )
 _VARBIT_FIX = (
     "Debezium sends bit varying as an integer, so leading zeros and the length are lost; exclude the column "
-    "(column.exclude.list) and capture a generated text column (col::text), or use bit(n)"
+    "(column.exclude.list) and keep a text copy filled by a trigger (col::text), or use bit(n)"
 )
 _MULTI_DIM_FIX = (
     "Debezium cannot carry multi-dimensional arrays; keep the column one-dimensional "

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 
 from cdc.change_event import ChangeEvent, Op, RecordPosition, SourcePosition
+from cdc.column_types import ColumnFacts, PgType, SnapshotDates
 from cdc.connect_client import ConnectorStatus, TaskStatus, parse_status, parse_validation, snapshot_finished
-from cdc.connector_spec import ConnectorSpec, DatabaseSpec
+from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec
 from cdc.health import ConnectorHealth, SlotInfo, assess
-from cdc.preflight import PostgresFacts, TableFacts
+from cdc.preflight import PostgresFacts, TableFacts, column_warnings
 from cdc.preflight import assess as preflight_assess
 from cdc.render import event_json
 from cdc.values import UNCHANGED, Interval
@@ -101,6 +103,58 @@ def test_preflight_assessment_names_each_problem() -> None:
         "table.include.list",
     ]
     assert "public.a does not exist" in problems[2][1] and "public.nokey has no primary key" in problems[3][1]
+
+
+def _typed_table(*, dates_error: str | None = None) -> TableFacts:
+    def col(name: str, base: str, element: str | None = None) -> ColumnFacts:
+        return ColumnFacts(
+            table="public.a",
+            column=name,
+            type=f"{element}[]" if element else base,
+            base=PgType(base),
+            element=PgType(element) if element else None,
+        )
+
+    return TableFacts(
+        table="public.a",
+        exists=True,
+        primary_key=("id",),
+        columns=frozenset({"id", "shape", "amounts", "d"}),
+        column_types=(
+            col("id", "int4"),
+            col("shape", "box"),
+            col("amounts", "_numeric", "numeric"),
+            col("d", "date"),
+        ),
+        snapshot_dates=(SnapshotDates(column="d", type="date", bc_rows=1, gap_rows=0),),
+        snapshot_dates_error=dates_error,
+    )
+
+
+def test_preflight_refuses_columns_as_problems_and_keeps_warnings_apart() -> None:
+    spec = ConnectorSpec(
+        name="c1",
+        database=DatabaseSpec(hostname="h", user="dbz", dbname="shop"),
+        topic_prefix="p",
+        tables=("public.a",),
+        heartbeat=HeartbeatSpec(enabled=False),
+    )
+    facts = PostgresFacts(wal_level="logical", can_replicate=True, tables=(_typed_table(),))
+    problems = preflight_assess(spec, facts)
+    assert [field for field, _ in problems] == ["public.a.shape", "public.a.d"]
+    assert "(box)" in problems[0][1] and "BC dates" in problems[1][1]
+    assert [(w.column, w.level) for w in column_warnings(spec, facts)] == [("amounts", "warn")] * 2
+
+    # Not captured, not checked; and a snapshot that reads no rows cannot send a date wrong.
+    quiet = replace(spec, extra={"column.exclude.list": "public.a.shape"}, snapshot_mode="no_data")
+    assert preflight_assess(quiet, facts) == []
+
+    denied = PostgresFacts(
+        wal_level="logical", can_replicate=True, tables=(_typed_table(dates_error="permission denied"),)
+    )
+    assert preflight_assess(quiet, denied) == []
+    excluded = replace(spec, extra={"column.exclude.list": "public.a.shape"})
+    assert "GRANT SELECT ON public.a TO dbz" in preflight_assess(excluded, denied)[0][1]
 
 
 def _health(state: str, slot: SlotInfo | None) -> ConnectorHealth:
