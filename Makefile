@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help prerequisites venv fetch up down status lint unit integration test demo bench clean
+.PHONY: help prerequisites venv fetch connect-plugin up down status lint unit integration test demo bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -24,6 +24,9 @@ venv: prerequisites $(STAMP) ## create .venv and install the toolkit with its pi
 
 fetch: venv ## download the JVM artefacts (Kafka, Connect, Debezium, Apicurio, Spark jars) into ~/.cache/kafka-toolkit
 	$(BIN)/devstack fetch
+
+connect-plugin: prerequisites ## build the toolkit's Connect plugin into connect-plugins/oversize-router/target (for docker compose or your own Connect)
+	mvn -B -q -f connect-plugins/oversize-router/pom.xml -DskipTests package
 
 up: fetch ## start the local stack (Postgres, Kafka, Connect+Debezium, Redis, Apicurio); writes .stack/env
 	$(BIN)/devstack up

@@ -61,7 +61,7 @@ from psycopg import sql
 
 from cdc.change_event import decode_record
 from cdc.connect_client import ConnectClient
-from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec
+from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec, TopicSpec
 from cdc.errors import ConnectorConfigInvalid, ConnectorFailed, ConnectorNotFound
 from cdc.preflight import run_preflight
 from cdc.slots import drop_slot
@@ -102,6 +102,8 @@ class Variant:
     # candidate: full latency runs; baseline: shorter latency runs (the comparison); diagnostic:
     # snapshot only. Keeps a full default run near six minutes.
     role: Literal["candidate", "baseline", "diagnostic"]
+    # topics.oversize: "fail" leaves the OversizeRouter transform out (prices its per-record walk).
+    oversize: str = "route"
 
 
 VARIANTS: dict[str, Variant] = {
@@ -118,6 +120,13 @@ VARIANTS: dict[str, Variant] = {
             extra=_TUNED,
             note="default + batching, poll interval and producer overrides",
             role="candidate",
+        ),
+        Variant(
+            name="default-no-router",
+            extra={},
+            note="default without the OversizeRouter transform (topics.oversize: fail): its cost",
+            role="baseline",
+            oversize="fail",
         ),
         Variant(
             name="tuned-noschema",
@@ -303,6 +312,7 @@ def variant_spec(
         # The latency table is empty at start: no snapshot, stream at once.
         snapshot_mode="initial" if purpose == "snap" else "no_data",
         heartbeat=HeartbeatSpec(enabled=False),
+        topics=TopicSpec(oversize=variant.oversize),
         extra=dict(variant.extra),
     )
 

@@ -421,15 +421,16 @@ def _health(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
 
 def _print_health(out: Console, report: HealthReport) -> None:
     table = Table(title="CDC health", title_justify="left")
-    for col in ("connector", "state", "slot", "active", "retained WAL", "topic end offsets"):
+    for col in ("connector", "state", "slot", "active", "retained WAL", "set aside", "topic end offsets"):
         table.add_column(col)
     for c in report.connectors:
         ends = ", ".join(f"{e.topic}[{e.partition}]={e.end_offset}" for e in c.topic_ends) or "-"
         retained = "-" if c.slot is None or c.slot.retained_bytes is None else f"{c.slot.retained_bytes} B"
         active = "-" if c.slot is None else str(c.slot.active)
-        table.add_row(c.name, c.status.state, c.slot_name, active, retained, ends)
+        aside = "-" if c.oversize_topic is None else str(c.oversize_records)
+        table.add_row(c.name, c.status.state, c.slot_name, active, retained, aside, ends)
     for s in report.orphan_slots:
-        table.add_row("(none)", "-", s.slot_name, str(s.active), f"{s.retained_bytes} B", "-")
+        table.add_row("(none)", "-", s.slot_name, str(s.active), f"{s.retained_bytes} B", "-", "-")
     out.print(table)
     for w in report.warnings:
         out.print(f"[yellow]warning:[/yellow] {escape(w)}")

@@ -16,7 +16,10 @@ Production-minded defaults, each for a reason:
 - Large rows: `topics.max_message_bytes` (default 32 MiB, `kafkakit.limits`) is set on the topics
   Connect creates and on the connector's producer (max.request.size, buffer.memory), so a row of
   16 MB is carried without touching the brokers' settings. Kafka's 1 MB default would fail the task,
-  and with it the capture of every table, on the first larger row.
+  and with it the capture of every table, on the first larger row. A record still over the limit is
+  set aside by the toolkit's Connect transform (`topics.oversize: route`, the default): a marker on
+  `<topic_prefix>.oversize` names it and `cdc health` counts it, and the connector keeps running
+  (`connect-plugins/oversize-router`; `fail` leaves it out, for a Connect without the plugin).
 
 Spec files (YAML or JSON) use the field names below; unknown keys are refused. `extra` passes raw
 Debezium/Connect options through (it may override defaults, not the keys a field manages).
@@ -51,6 +54,9 @@ SCHEMALESS_JSON: Mapping[str, str] = {
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 _TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*\.[A-Za-z_][A-Za-z0-9_$]*$")
 _SLOT = re.compile(r"^[a-z0-9_]{1,63}$")
+OVERSIZE_TRANSFORM = "toolkit_oversize"
+OVERSIZE_ROUTER_CLASS = "kafkatoolkit.connect.OversizeRouter"
+_OVERSIZE_POLICIES = ("route", "fail")
 _SNAPSHOT_MODES = ("initial", "always", "initial_only", "no_data", "when_needed", "configuration_based")
 
 
@@ -110,6 +116,8 @@ class TopicSpec:
     replication_factor: int = 1
     # The largest change record (bytes, as serialized); the topic and the connector's producer get it.
     max_message_bytes: int = CDC_MAX_RECORD_BYTES
+    # A larger record: "route" sets it aside (a marker on <topic_prefix>.oversize), "fail" fails the task.
+    oversize: str = "route"
 
 
 # Config keys a spec field owns; `extra` may not set them (it would silently fight the field).
@@ -181,6 +189,11 @@ class ConnectorSpec:
     def topic_for(self, table: str) -> str:
         return f"{self.topic_prefix}.{table}"
 
+    @property
+    def oversize_topic(self) -> str | None:
+        """Where markers of records over the size limit go (two segments: never a table's topic)."""
+        return f"{self.topic_prefix}.oversize" if self.topics.oversize == "route" else None
+
     def key_columns_for(self, table: str) -> tuple[str, ...]:
         return dict(self.message_key_columns).get(table, ())
 
@@ -244,7 +257,23 @@ class ConnectorSpec:
             config["heartbeat.interval.ms"] = str(self.heartbeat.interval_ms)
             config["heartbeat.action.query"] = self.heartbeat_query()
         config.update(self.extra)
+        if self.oversize_topic is not None:
+            config.update(self._oversize_router(config))
         return config
+
+    def _oversize_router(self, config: Mapping[str, str]) -> dict[str, str]:
+        """The OversizeRouter, last in the chain, measuring records with the connector's own converters."""
+        chain = [t.strip() for t in config.get("transforms", "").split(",") if t.strip()]
+        prefix = f"transforms.{OVERSIZE_TRANSFORM}."
+        router = {
+            "transforms": ",".join([*chain, OVERSIZE_TRANSFORM]),
+            prefix + "type": OVERSIZE_ROUTER_CLASS,
+            prefix + "max.bytes": str(self.topics.max_message_bytes),
+            prefix + "topic": str(self.oversize_topic),
+        }
+        converters = {k: v for k, v in config.items() if k.startswith(("key.converter", "value.converter"))}
+        router.update({prefix + k: v for k, v in converters.items()})
+        return router
 
     # ---- loading -------------------------------------------------------------------------------
     @classmethod
@@ -327,7 +356,11 @@ def _problems(spec: ConnectorSpec) -> list[str]:
         )
     if spec.heartbeat.interval_ms < 1:
         out.append("heartbeat.interval_ms must be >= 1")
-    clash = sorted(set(spec.extra) & _MANAGED_KEYS)
+    if spec.topics.oversize not in _OVERSIZE_POLICIES:
+        out.append(f"topics.oversize {spec.topics.oversize!r} is not one of {', '.join(_OVERSIZE_POLICIES)}")
+    clash = sorted(
+        k for k in spec.extra if k in _MANAGED_KEYS or k.startswith(f"transforms.{OVERSIZE_TRANSFORM}.")
+    )
     if clash:
         out.append(f"extra sets {clash}, which spec fields manage; use the spec fields instead")
     return out

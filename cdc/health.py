@@ -4,7 +4,9 @@ A slot keeps every WAL segment since its `restart_lsn`; an inactive or stuck slo
 `collect` reads pg_replication_slots (retained = pg_current_wal_lsn() - restart_lsn), each Debezium
 Postgres connector's status and topics on Connect, and the topics' end offsets; `assess` (pure) turns
 that into warnings: retained WAL past the threshold, an inactive slot, a connector not RUNNING, a
-connector whose slot is missing, and slots no connector uses (drop them with pg_drop_replication_slot).
+connector whose slot is missing, slots no connector uses (drop them with pg_drop_replication_slot),
+and change records set aside for being over the size limit (the markers on the connector's
+`<topic_prefix>.oversize` topic, written by the toolkit's OversizeRouter transform).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 import psycopg
 
 from cdc.connect_client import ConnectClient, ConnectorStatus
-from cdc.connector_spec import POSTGRES_CONNECTOR_CLASS
+from cdc.connector_spec import OVERSIZE_TRANSFORM, POSTGRES_CONNECTOR_CLASS
 
 DEFAULT_RETAINED_WAL_WARN_BYTES = 1024**3
 
@@ -44,6 +46,9 @@ class ConnectorHealth:
     status: ConnectorStatus
     slot: SlotInfo | None
     topic_ends: tuple[TopicEnd, ...]
+    oversize_topic: str | None = None
+    # Markers ever written there: each one a change record not delivered to its topic.
+    oversize_records: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,6 +79,13 @@ def assess(
             )
         else:
             warnings.extend(_slot_warnings(c.slot, threshold_bytes, f"connector {c.name}: "))
+        if c.oversize_records:
+            warnings.append(
+                f"connector {c.name}: {c.oversize_records} change record(s) over topics.max_message_bytes were "
+                f"set aside (`cdc tail {c.oversize_topic} --from-beginning` names each row and its LSN); "
+                "downstream those rows keep their previous version: raise topics.max_message_bytes, apply "
+                "the spec, update the rows again, then delete the topic to clear this warning"
+            )
     for s in orphan_slots:
         warnings.append(
             f"slot {s.slot_name} belongs to no Debezium connector on Connect and pins "
@@ -173,13 +185,19 @@ def collect(
         if config.get("connector.class") != POSTGRES_CONNECTOR_CLASS:
             continue
         slot_name = config.get("slot.name", "debezium")
+        oversize_topic = config.get(f"transforms.{OVERSIZE_TRANSFORM}.topic")
+        # Connect lists the oversize topic among the connector's topics once it has written to it.
+        watched = dict.fromkeys([*connect.topics(name), *([oversize_topic] if oversize_topic else [])])
+        ends = topic_ends(bootstrap_servers, list(watched))
         connectors.append(
             ConnectorHealth(
                 name=name,
                 slot_name=slot_name,
                 status=connect.status(name),
                 slot=slots.get(slot_name),
-                topic_ends=topic_ends(bootstrap_servers, connect.topics(name)),
+                topic_ends=tuple(e for e in ends if e.topic != oversize_topic),
+                oversize_topic=oversize_topic,
+                oversize_records=sum(e.end_offset for e in ends if e.topic == oversize_topic),
             )
         )
     used = {c.slot_name for c in connectors}

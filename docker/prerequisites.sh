@@ -8,6 +8,8 @@ command -v redis-server >/dev/null || need+=(redis-server)
 [ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15)
 command -v mvn >/dev/null || need+=(maven)
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)
+# javac: `devstack fetch` builds the toolkit's Connect plugin (connect-plugins/) with Maven.
+command -v javac >/dev/null || need+=(openjdk-17-jdk-headless)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then

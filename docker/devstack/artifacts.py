@@ -3,6 +3,8 @@
 Layout under the cache (default ~/.cache/kafka-toolkit, override with TOOLKIT_CACHE):
   kafka-<v>/lib/*.jar                          broker + Connect worker + log4j binding (one classpath)
   debezium-<v>/plugins/debezium-connector-postgres/*.jar   Connect plugin.path entry
+  toolkit-plugins-<hash>/plugins/kafka-toolkit-oversize-router/*.jar   the toolkit's own Connect
+                                               plugin, built from connect-plugins/ (hash of its sources)
   apicurio-<v>/.../quarkus-run.jar             schema registry (Quarkus fast-jar)
   spark-<v>-delta-<v>/jars/*.jar               spark.jars: Kafka source, Avro, Delta (a Spark start needs no network)
 Each directory is written under a temporary name and renamed when complete, so an interrupted fetch
@@ -11,6 +13,7 @@ never leaves a half-filled directory that looks usable.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import logging
 import os
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from devstack.errors import ArtifactFetchFailed, PrerequisiteMissing
-from devstack.pins import Pins
+from devstack.pins import REPO_ROOT, Pins
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,19 @@ class Artifacts:
     @property
     def debezium_plugins(self) -> Path:
         return self.root / f"debezium-{self.pins.debezium}" / "plugins"
+
+    @property
+    def toolkit_plugins(self) -> Path:
+        return (
+            self.root
+            / f"toolkit-plugins-{_sources_digest(CONNECT_PLUGIN_SOURCES, self.pins.kafka)}"
+            / "plugins"
+        )
+
+    @property
+    def plugin_path(self) -> str:
+        """Connect's plugin.path: Debezium's plugins and the toolkit's own."""
+        return f"{self.debezium_plugins},{self.toolkit_plugins}"
 
     @property
     def apicurio_dir(self) -> Path:
@@ -160,6 +176,33 @@ def fetch_debezium(arts: Artifacts) -> None:
     _build_atomically(arts.debezium_plugins.parent, lambda d: _fetch_archive(coord, d / "plugins"))
 
 
+CONNECT_PLUGIN_SOURCES = REPO_ROOT / "connect-plugins" / "oversize-router"
+
+
+def _sources_digest(root: Path, *salt: str) -> str:
+    """Names the build after what it is built from, so an edited source is built again, never reused."""
+    digest = hashlib.sha256("\0".join(salt).encode())
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "target" not in p.parts):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def fetch_toolkit_plugins(arts: Artifacts) -> None:
+    """Build the toolkit's Connect plugin (OversizeRouter) with Maven, against the pinned Kafka."""
+
+    def build(staging: Path) -> None:
+        with tempfile.TemporaryDirectory() as work:
+            source = Path(work) / "src"
+            shutil.copytree(CONNECT_PLUGIN_SOURCES, source, ignore=shutil.ignore_patterns("target"))
+            _mvn([f"-Dkafka.version={arts.pins.kafka}", "-DskipTests", "package"], source)
+            into = staging / "plugins" / "kafka-toolkit-oversize-router"
+            into.mkdir(parents=True)
+            for jar in (source / "target").glob("*.jar"):
+                shutil.copy2(jar, into / jar.name)
+
+    _build_atomically(arts.toolkit_plugins.parent, build)
+
+
 def fetch_apicurio(arts: Artifacts) -> None:
     coord = f"io.apicurio:apicurio-registry-app:{arts.pins.apicurio}:all"
     _build_atomically(arts.apicurio_dir, lambda d: _fetch_archive(coord, d))
@@ -207,7 +250,7 @@ def fetch_spark(arts: Artifacts) -> None:
 
 def fetch_all(arts: Artifacts | None = None) -> Artifacts:
     arts = arts or Artifacts(cache_root(), Pins.load())
-    for step in (fetch_kafka, fetch_debezium, fetch_apicurio, fetch_spark):
+    for step in (fetch_kafka, fetch_debezium, fetch_toolkit_plugins, fetch_apicurio, fetch_spark):
         log.info("fetching %s", step.__name__.removeprefix("fetch_"))
         step(arts)
     return arts

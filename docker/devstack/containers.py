@@ -38,6 +38,7 @@ from testcontainers.core.network import Network
 from testcontainers.core.wait_strategies import HttpWaitStrategy
 from testcontainers.core.waiting_utils import WaitStrategy, WaitStrategyTarget
 
+from devstack.artifacts import Artifacts, cache_root, fetch_toolkit_plugins
 from devstack.config import free_port
 from devstack.errors import PrerequisiteMissing, ServiceNotReady, StackError
 from devstack.pins import Pins
@@ -342,8 +343,19 @@ def _http_url(container: DockerContainer, port: int) -> str:
     return f"http://{container.get_container_host_ip()}:{container.get_exposed_port(port)}"
 
 
+# Debezium's image loads every folder under /kafka/connect as a plugin.
+TOOLKIT_PLUGIN_MOUNT = "/kafka/connect/kafka-toolkit-oversize-router"
+
+
+def _toolkit_plugin(pins: Pins) -> str:
+    """The toolkit's Connect plugin (OversizeRouter), built into the artefact cache, to mount."""
+    arts = Artifacts(cache_root(), pins)
+    fetch_toolkit_plugins(arts)
+    return str(arts.toolkit_plugins / "kafka-toolkit-oversize-router")
+
+
 def _define(
-    images: Images, network: Network, timeout: int
+    images: Images, network: Network, timeout: int, toolkit_plugin: str
 ) -> tuple[list[RunningService], Callable[[], Endpoints]]:
     """The five containers (configured, not started) with their probes, and their host endpoints."""
 
@@ -357,7 +369,11 @@ def _define(
     pg_ready = HostProbe("Postgres select 1", lambda: _pg_answers(pg.get_connection_url(driver=None)))
     redis = RedisContainer(images.redis).with_command(REDIS_COMMAND)
     registry = DockerContainer(images.registry).with_envs(**registry_env())
-    connect = DockerContainer(images.connect).with_envs(**connect_env())
+    connect = (
+        DockerContainer(images.connect)
+        .with_envs(**connect_env())
+        .with_volume_mapping(toolkit_plugin, TOOLKIT_PLUGIN_MOUNT, "ro")
+    )
     kafka_ready = HostProbe("Kafka metadata request", lambda: _kafka_answers(kafka.get_bootstrap_server()))
     kafka = ApacheKafkaContainer(images.kafka, free_port(), kafka_ready.with_startup_timeout(timeout))
     kafka.with_network(network).with_network_aliases(KAFKA_ALIAS)
@@ -402,8 +418,10 @@ def start_container_stack(*, pins: Pins | None = None, ready_timeout_s: float = 
             "no Docker engine answers (DOCKER_HOST or /var/run/docker.sock); start Docker, "
             "or run the services as local processes with `make up`"
         )
+    pins = pins or Pins.load()
+    plugin = _toolkit_plugin(pins)
     network = Network().create()
-    services, endpoints_of = _define(Images.from_pins(pins or Pins.load()), network, int(ready_timeout_s))
+    services, endpoints_of = _define(Images.from_pins(pins), network, int(ready_timeout_s), plugin)
     started: list[DockerContainer] = []
     try:
         for service in services:

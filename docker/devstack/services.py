@@ -370,7 +370,7 @@ def connect_properties(ctx: Context) -> dict[str, object]:
         "scheduled.rebalance.max.delay.ms": 0,
         "listeners": f"http://127.0.0.1:{ctx.ports['connect']}",
         "rest.advertised.host.name": "127.0.0.1",
-        "plugin.path": ctx.artifacts.debezium_plugins,
+        "plugin.path": ctx.artifacts.plugin_path,
         "plugin.discovery": "hybrid_warn",
         "topic.creation.enable": "true",
     }

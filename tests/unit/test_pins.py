@@ -7,6 +7,7 @@ the matching problem, so a check that silently passes on drift fails here too.
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import time
@@ -330,3 +331,12 @@ def test_container_images_come_from_the_pins() -> None:
     )
     assert images.connect == f"quay.io/debezium/connect:{pins['debezium']}"
     assert images.registry == f"apicurio/apicurio-registry:{pins['apicurio']}"
+
+
+def test_the_connect_plugin_builds_against_the_pinned_kafka() -> None:
+    # devstack passes -Dkafka.version; the pom's own default is what `make connect-plugin` builds with.
+    pom = (REPO / "connect-plugins" / "oversize-router" / "pom.xml").read_text()
+    match = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", pom)
+    assert match is not None and match[1] == load_pyproject()["tool"]["toolkit"]["pins"]["kafka"], (
+        "fix <kafka.version> in connect-plugins/oversize-router/pom.xml to the Kafka pin"
+    )

@@ -15,7 +15,8 @@ import pytest
 from cdc_helpers import ConnectorFactory, decode_all, read_topic, unique
 
 from cdc.change_event import ChangeEvent, decode_record
-from cdc.cli import EXIT_REFUSED, main
+from cdc.cli import EXIT_FAILED, EXIT_REFUSED, main
+from cdc.connector_spec import TopicSpec
 from cdc.errors import ChangeEventDecodeError
 
 pytestmark = pytest.mark.integration
@@ -157,3 +158,56 @@ def test_a_16_mb_row_is_carried_and_the_connector_keeps_running(
     assert rows[1]["body"] == body and rows[2]["blob"] == blob and rows[3]["body"] == "small"
     status = connectors.connect.status(spec.name)
     assert status.running and all(task.state == "RUNNING" for task in status.tasks)
+
+
+def test_a_row_over_the_limit_is_set_aside_and_every_other_row_still_flows(
+    stack: Any,
+    pg: psycopg.Connection[tuple[Any, ...]],
+    tables: list[str],
+    connectors: ConnectorFactory,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    big, other = f"public.{unique('over')}", f"public.{unique('other')}"
+    tables.extend([f"table:{big}", f"table:{other}"])
+    for table in (big, other):
+        pg.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, body text)")  # type: ignore[arg-type]
+    limit = 1 << 20
+    spec = connectors.spec([big, other], snapshot_mode="no_data", topics=TopicSpec(max_message_bytes=limit))
+    connectors.start(spec)
+    # Worst case (every character escaped) over the limit, the record itself under it: measured, passed.
+    near = "n" * 300_000
+    pg.execute(f"INSERT INTO {big} VALUES (1, %s)", (near,))  # type: ignore[arg-type]
+    pg.execute(f"INSERT INTO {big} VALUES (2, %s)", ("x" * (2 << 20),))  # type: ignore[arg-type]
+    pg.execute(f"INSERT INTO {big} VALUES (3, 'after')")  # type: ignore[arg-type]
+    pg.execute(f"INSERT INTO {other} VALUES (1, 'other table')")  # type: ignore[arg-type]
+    bootstrap = stack.kafka_bootstrap_servers
+    rows = decode_all(read_topic(bootstrap, spec.topic_for(big), until=lambda rs: len(rs) >= 2))
+    assert [
+        (e.after["id"], len(e.after["body"])) for e in rows if isinstance(e, ChangeEvent) and e.after
+    ] == [
+        (1, len(near)),
+        (3, 5),
+    ]
+    assert len(read_topic(bootstrap, spec.topic_for(other), until=lambda rs: len(rs) >= 1)) == 1
+    assert spec.oversize_topic is not None
+    [marker] = read_topic(bootstrap, spec.oversize_topic, until=lambda rs: len(rs) >= 1)
+    doc = json.loads(marker.value or b"")["payload"]
+    assert doc["source_topic"] == spec.topic_for(big) and doc["max_bytes"] == limit
+    assert doc["size_bytes"] > 2 << 20 and doc["op"] == "c" and doc["source"]["table"] == big.split(".")[1]
+    assert json.loads(marker.key or b"")["payload"]["key"] == "Struct{id=2}"
+    status = connectors.connect.status(spec.name)
+    assert status.running and all(task.state == "RUNNING" for task in status.tasks)
+
+    flags = [
+        "--connect-url",
+        stack.kafka_connect_url,
+        "--bootstrap-servers",
+        bootstrap,
+        "--pg-dsn",
+        stack.pg_dsn,
+    ]
+    capsys.readouterr()
+    assert main(["health", spec.name, "--json", *flags]) == EXIT_FAILED
+    report = json.loads(capsys.readouterr().out)
+    assert report["connectors"][0]["oversize_records"] == 1
+    assert any("1 change record(s) over topics.max_message_bytes" in w for w in report["warnings"])

@@ -194,6 +194,11 @@ def test_health_warnings() -> None:
     assert "task 0 FAILED" in warnings[0] and "retains 5.0 MiB" in warnings[1] and "inactive" in warnings[2]
     assert "lost required WAL" in warnings[3] and "pg_drop_replication_slot('old')" in warnings[4]
     assert "does not exist" in assess([_health("RUNNING", None)], [], threshold_bytes=1)[0]
+    aside = replace(_health("RUNNING", ok_slot), oversize_topic="shop.oversize", oversize_records=2)
+    [warning] = assess([aside], [], threshold_bytes=100)
+    assert (
+        "2 change record(s) over topics.max_message_bytes" in warning and "cdc tail shop.oversize" in warning
+    )
 
 
 def test_event_json_is_exact_and_json_serialisable() -> None:

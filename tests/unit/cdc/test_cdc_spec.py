@@ -156,3 +156,34 @@ def test_record_size_limit_reaches_the_topics_and_the_producer() -> None:
         ConnectorSpec.from_mapping({**base, "extra": {"producer.override.max.request.size": "1048576"}})
     with pytest.raises(SpecError, match="spec fields manage"):
         ConnectorSpec.from_mapping({**base, "extra": {"time.precision.mode": "connect"}})
+
+
+def test_the_oversize_router_is_last_in_the_chain_and_measures_with_the_connectors_converters() -> None:
+    base = {
+        "name": "big",
+        "database": {"hostname": "db", "user": "u", "dbname": "d"},
+        "topic_prefix": "big",
+        "tables": ["public.t"],
+    }
+    own = {
+        "transforms": "unwrap",
+        "transforms.unwrap.type": "x.Unwrap",
+        "value.converter.schemas.enable": "false",
+    }
+    config = ConnectorSpec.from_mapping({**base, "extra": own}).to_config()
+    assert config["transforms"] == "unwrap,toolkit_oversize"
+    assert config["transforms.toolkit_oversize.type"] == "kafkatoolkit.connect.OversizeRouter"
+    assert config["transforms.toolkit_oversize.max.bytes"] == str(32 << 20)
+    assert config["transforms.toolkit_oversize.topic"] == "big.oversize"
+    assert config["transforms.toolkit_oversize.value.converter.schemas.enable"] == "false"
+    assert (
+        config["transforms.toolkit_oversize.key.converter"] == "org.apache.kafka.connect.json.JsonConverter"
+    )
+    failing = ConnectorSpec.from_mapping({**base, "topics": {"oversize": "fail"}})
+    assert failing.oversize_topic is None and not any(
+        "toolkit_oversize" in v for v in failing.to_config().values()
+    )
+    with pytest.raises(SpecError, match=r"topics\.oversize 'skip' is not one of route, fail"):
+        ConnectorSpec.from_mapping({**base, "topics": {"oversize": "skip"}})
+    with pytest.raises(SpecError, match="spec fields manage"):
+        ConnectorSpec.from_mapping({**base, "extra": {"transforms.toolkit_oversize.max.bytes": "1"}})
