@@ -19,6 +19,9 @@ of `set_fields` and null in its data column, so the placeholder never reaches a 
 the column's value as a string with the placeholder: text-like columns (text, varchar, json, numeric as
 string) and bytea read as `binary` (Spark decodes the base64); an array column holding the placeholder
 is not detected.
+Exact or refused: `from_json` nulls a value that does not fit its DDL type (NaN or Infinity in a
+decimal column, text in an int one, a number past the type's range) without a word, so the value is
+parsed with a corrupt-record column and such a record is dead-lettered, naming the DDL, instead.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ _Expressions = tuple["Column", list["Column"], list["Column"], list["Column"]]
 
 
 ENVELOPE_FIELDS = ("schema", "payload")
+# from_json writes the raw text here when any field does not fit its type (Spark's PERMISSIVE mode).
+UNFIT = "_unfit_value"
 
 
 def change_fields(data_ddl: str) -> list[str]:
@@ -72,7 +77,7 @@ def _either(doc: Column, fields: tuple[str, ...]) -> Column:
     return F.when(doc["payload"].isNotNull(), doc["payload"]).otherwise(plain)
 
 
-def _error(payload: Column, entity: Column) -> Column:
+def _error(payload: Column, entity: Column, unfit: Column, data_ddl: str) -> Column:
     from pyspark.sql import functions as F
 
     op = payload["op"]
@@ -82,6 +87,13 @@ def _error(payload: Column, entity: Column) -> Column:
         .when(payload["source"]["lsn"].isNull(), F.lit("source.lsn is missing"))
         .when(entity.isNull(), F.lit("the record key has no primary-key payload"))
         .when(op.isin(*ROW_OPS) & payload["after"].isNull(), F.lit("'after' is missing for a row change"))
+        .when(
+            unfit.isNotNull(),
+            F.lit(
+                f"a value does not fit its column's type in the materializer's DDL ({data_ddl}); "
+                "declare the column string to keep it exactly, or keep such values out of the source"
+            ),
+        )
     )
 
 
@@ -117,7 +129,11 @@ class Decoder:
         # 3.7 -> 2.3 s).
         documents = [
             *[F.col(c) for c in SOURCE_COLUMNS],
-            F.from_json(F.col("value").cast("string"), value_schema(self.data_ddl)).alias("_value"),
+            F.from_json(
+                F.col("value").cast("string"),
+                f"{value_schema(self.data_ddl)}, `{UNFIT}` string",
+                {"columnNameOfCorruptRecord": UNFIT},
+            ).alias("_value"),
             F.from_json(F.col("key").cast("string"), key_schema(key_column)).alias("_key"),
         ]
         value, key = F.col("_value"), F.col("_key")
@@ -126,6 +142,7 @@ class Decoder:
             *[F.col(c) for c in SOURCE_COLUMNS],
             _either(value, ("before", "after", "source", "op", "ts_ms")).alias("p"),
             F.coalesce(key["payload"][key_column], plain_key).alias("entity"),
+            value[UNFIT].alias(UNFIT),
         ]
         deleted = F.col("p.op") == "d"
         # null for a delete (no `after`), so a delete keeps nothing.
@@ -158,7 +175,7 @@ class Decoder:
             F.array().cast("array<string>").alias("del_fields"),
             keep.alias("keep_fields"),
             F.timestamp_millis(F.coalesce(F.col("p.source.ts_ms"), F.col("p.ts_ms"))).alias("event_ts"),
-            *source_coordinates(_error(F.col("p"), F.col("entity"))),
+            *source_coordinates(_error(F.col("p"), F.col("entity"), F.col(UNFIT), self.data_ddl)),
             *[carried[c].alias(c) for c in data_columns],
         ]
         return F.col("value").isNotNull(), documents, parsed, projected

@@ -27,7 +27,7 @@ def row(entity: int, price: str) -> dict[str, Any]:
 
 
 def changes(schemas: bool) -> list[tuple[bytes, bytes]]:
-    """Upserts, a snapshot read, a TOAST placeholder, a delete, then three poison records."""
+    """Upserts, a snapshot read, a TOAST placeholder, a delete, then five poison records."""
 
     def form(entity: int, lsn: int, op: str, data: dict[str, Any] | None, **kw: Any) -> tuple[bytes, bytes]:
         return debezium(entity, lsn, op, data, schemas=schemas, **kw)
@@ -44,6 +44,9 @@ def changes(schemas: bool) -> list[tuple[bytes, bytes]]:
         (key, json.dumps(unsupported).encode()),
         (key, b'{"hello": "world"}'),
         (key, b"not json"),
+        # stock is `int` in the DDL: from_json would make both null without a word
+        form(7, 70, "c", {**row(7, "7.00"), "stock": "many"}),
+        form(8, 80, "c", {**row(8, "8.00"), "stock": 2**40}),
     ]
 
 
@@ -71,6 +74,9 @@ def test_both_forms_decode_to_the_same_changes_and_errors(spark: Any) -> None:
     assert [r["error"] for r in plain[:5]] == [None] * 5
     assert by_offset[5]["error"] == "unsupported Debezium op x"
     assert by_offset[6]["error"] == by_offset[7]["error"] == "value is not a Debezium change event in JSON"
+    for unfit in (8, 9):
+        assert by_offset[unfit]["error"].startswith("a value does not fit its column's type")
+        assert DATA_DDL in by_offset[unfit]["error"]
 
 
 def test_real_connector_without_schemas(spark: Any, cdc_source: Any, run_config: Any, endpoints: Any) -> None:
