@@ -356,6 +356,32 @@ def snapshot_date_findings(table: str, counts: Sequence[SnapshotDates]) -> tuple
     return tuple(out)
 
 
+# lc_monetary values whose money text Debezium parses back exactly ("$1,234.50": it drops one leading
+# symbol and every comma). Measured: under de_DE ("1.234,50 €") the connector's task FAILS on the first
+# money value; a locale with '.' grouping and a one-character prefix would even parse to a wrong number.
+_PLAIN_MONEY_LOCALE = re.compile(r"^(C|POSIX|C\.utf-?8|en_US(\.[\w-]+)?)$", re.IGNORECASE)
+
+
+def money_findings(columns: Iterable[ColumnFacts], lc_monetary: str, user: str) -> tuple[ColumnFinding, ...]:
+    """Refusals for money columns when the connector's sessions format money for another locale."""
+    if _PLAIN_MONEY_LOCALE.match(lc_monetary):
+        return ()
+    return tuple(
+        ColumnFinding(
+            table=c.table,
+            column=c.column,
+            type=c.type,
+            level="refuse",
+            problem=f"money is formatted for lc_monetary={lc_monetary} in the connector's sessions, which "
+            "Debezium cannot parse ('Failed to parse money value' fails its task) or parses wrong",
+            workaround=f"ALTER ROLE {user} SET lc_monetary = 'C' (only the connector's own sessions change); "
+            f"or store the amount as numeric; or {Template(_EXCLUDE).substitute(exclude=exclude_entry(c.table, c.column))}",
+        )
+        for c in columns
+        if c.base.name == "money" and c.element is None
+    )
+
+
 _DATE_FIX = (
     "correct those rows before the snapshot; or set snapshot_mode: no_data (only changes from then on "
     f"are captured); or {_EXCLUDE}"

@@ -33,6 +33,7 @@ from cdc.column_types import (
     SnapshotDates,
     classify,
     is_date_column,
+    money_findings,
     snapshot_date_findings,
     snapshot_reads_data,
 )
@@ -58,6 +59,8 @@ class PostgresFacts:
     wal_level: str
     can_replicate: bool
     tables: tuple[TableFacts, ...]
+    # As the connector's login sees it (role and database settings apply): how money is formatted.
+    lc_monetary: str = "C"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,6 +135,8 @@ def column_findings(spec: ConnectorSpec, facts: PostgresFacts) -> tuple[ColumnFi
     for t in facts.tables:
         if t.exists:
             out.extend(classify(t.column_types, selection))
+            captured_columns = [c for c in t.column_types if selection.captures(t.table, c.column)]
+            out.extend(money_findings(captured_columns, facts.lc_monetary, spec.database.user))
             if reads_data:
                 captured = [d for d in t.snapshot_dates if selection.captures(t.table, d.column)]
                 out.extend(snapshot_date_findings(t.table, captured))
@@ -168,7 +173,12 @@ def gather(conn: psycopg.Connection[tuple[object, ...]], spec: ConnectorSpec) ->
                 snapshot_dates_error=error,
             )
         tables.append(facts)
-    return PostgresFacts(wal_level=wal_level, can_replicate=can_replicate, tables=tuple(tables))
+    return PostgresFacts(
+        wal_level=wal_level,
+        can_replicate=can_replicate,
+        tables=tuple(tables),
+        lc_monetary=str(_one(conn, "SHOW lc_monetary")),
+    )
 
 
 def examine(spec: ConnectorSpec, *, create_heartbeat_table: bool = True) -> PreflightReport:

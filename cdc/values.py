@@ -266,8 +266,9 @@ def _source_type(schema: Schema) -> str:
 
 
 def _decimal_text(text: str) -> Decimal:
-    # Debezium sends plain digits (money included, whatever the server's lc_monetary); anything else is
-    # refused rather than guessed at, since "1,5" may mean 1.5 or 15.
+    # Debezium sends plain digits (money too: it strips the C locale's "$" and commas, and pre-flight
+    # refuses money under other lc_monetary settings); anything else is refused rather than guessed
+    # at, since "1,5" may mean 1.5 or 15.
     special = _DECIMAL_SPECIALS.get(text)
     return special if special is not None else Decimal(text)
 

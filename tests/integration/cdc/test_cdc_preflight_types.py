@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from cdc_helpers import ConnectorFactory, unique
+from cdc_helpers import ConnectorFactory, decode_all, read_topic, unique
 
+from cdc.change_event import ChangeEvent
 from cdc.cli import EXIT_OK, EXIT_REFUSED, main
 from cdc.connect_client import ConnectClient
 from cdc.connector_spec import DatabaseSpec
@@ -194,3 +196,36 @@ def test_cli_validate_shows_warnings_and_refuses_refused_columns(
         and "nothing was registered" in captured.err
     )
     assert spec_path.stem not in connect.list_connectors()
+
+
+def test_money_formatted_for_another_locale_is_refused_until_the_connector_role_uses_c(
+    stack: Any, pg: Pg, tables: list[str], connectors: ConnectorFactory
+) -> None:
+    """Debezium parses money text by dropping one symbol and the commas: under de_DE ("1.234,50 €")
+    its task failed on the first value (measured), so pre-flight refuses; the role setting fixes it."""
+    role = unique("money_role")
+    table = _create(pg, tables, "pfmoney", "amount money")
+    pg.execute(f"CREATE ROLE {role} LOGIN REPLICATION SUPERUSER")
+    try:
+        pg.execute(f"ALTER ROLE {role} SET lc_monetary = 'de_DE.UTF-8'")
+        pg.execute(f"INSERT INTO {table} VALUES (1, 1234.5), (2, -0.01)")
+        base = DatabaseSpec.from_dsn(stack.pg_dsn)
+        login = DatabaseSpec(hostname=base.hostname, port=base.port, user=role, dbname=base.dbname)
+        spec = connectors.spec([table], database=login)
+        with pytest.raises(PreflightFailed) as info:
+            run_preflight(spec)
+        [message] = _refused_columns(info.value).values()
+        assert "lc_monetary=de_DE.UTF-8" in message and f"ALTER ROLE {role} SET lc_monetary = 'C'" in message
+
+        pg.execute(f"ALTER ROLE {role} SET lc_monetary = 'C'")
+        connectors.start(spec)
+        pg.execute(f"INSERT INTO {table} VALUES (3, 98765.43)")
+        topic = spec.topic_for(table)
+        rows = decode_all(read_topic(stack.kafka_bootstrap_servers, topic, until=lambda rs: len(rs) >= 3))
+        amounts = {e.after["id"]: e.after["amount"] for e in rows if isinstance(e, ChangeEvent) and e.after}
+        assert amounts == {1: Decimal("1234.50"), 2: Decimal("-0.01"), 3: Decimal("98765.43")}
+    finally:
+        connectors.cleanup()
+        connectors.created.clear()
+        pg.execute(f"DROP OWNED BY {role}")
+        pg.execute(f"DROP ROLE {role}")

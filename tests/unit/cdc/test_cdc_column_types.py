@@ -13,6 +13,7 @@ from cdc.column_types import (
     classify,
     exclude_entry,
     is_date_column,
+    money_findings,
     snapshot_date_findings,
     snapshot_reads_data,
 )
@@ -217,3 +218,15 @@ def test_every_message_names_table_column_type_problem_and_workaround() -> None:
         assert field == f"public.t.{f.column}"
         assert message.startswith(f"column public.t.{f.column} ({f.type}): {f.problem}. Workaround: ")
         assert f.workaround and "$" not in message
+
+
+@pytest.mark.parametrize("locale", ["C", "POSIX", "C.UTF-8", "C.utf8", "en_US.UTF-8", "en_US"])
+def test_money_passes_under_locales_debezium_parses(locale: str) -> None:
+    assert money_findings([scalar("money")], locale, "dbz") == ()
+
+
+@pytest.mark.parametrize("locale", ["de_DE.UTF-8", "nl_NL.utf8", "pt_BR"])
+def test_money_is_refused_under_other_locales_naming_the_role_fix(locale: str) -> None:
+    [finding] = money_findings([scalar("money"), scalar("numeric")], locale, "dbz")
+    assert finding.level == "refuse" and f"lc_monetary={locale}" in finding.problem
+    assert "ALTER ROLE dbz SET lc_monetary = 'C'" in finding.workaround
