@@ -65,7 +65,9 @@ from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec, Topic
 from cdc.errors import ConnectorConfigInvalid, ConnectorFailed, ConnectorNotFound
 from cdc.preflight import run_preflight
 from cdc.slots import drop_slot
+from kafkakit.clients import make_admin, make_consumer
 from kafkakit.errors import ConfigError, ToolkitError
+from kafkakit.logs import configure_cli_logging
 from kafkakit.settings import Endpoints
 
 log = logging.getLogger("bench.cdc")
@@ -501,7 +503,7 @@ class Phase:
 
 # ---- Kafka / Postgres / Connect shell ---------------------------------------------------------------
 def _consumer(bootstrap: str, topic: str) -> Consumer:
-    c = Consumer(
+    c = make_consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"bench-cdc-{uuid.uuid4().hex[:8]}",  # never committed: we assign()
@@ -1192,7 +1194,7 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
         "variants": [],
     }
     snap_table = f"bench_cdc_snap_{run_id}"
-    admin = AdminClient({"bootstrap.servers": cfg.endpoints.kafka_bootstrap_servers})
+    admin = make_admin({"bootstrap.servers": cfg.endpoints.kafka_bootstrap_servers})
     with ConnectClient(cfg.endpoints.kafka_connect_url) as connect:
         cleanup = Cleanup(cfg, connect, admin)
         try:
@@ -1226,7 +1228,7 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    configure_cli_logging(logging.INFO, fmt="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per REST poll drowns the progress
     try:
         cfg = BenchConfig.from_args(argv)

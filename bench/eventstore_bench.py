@@ -157,11 +157,10 @@ def ours_worker(config: Any, prefix: str, orders: int, window: int, barrier: Any
 def raw_worker(
     bootstrap: str, topic: str, records: list[Any], partitions: int, barrier: Any, out: Any
 ) -> None:
-    from confluent_kafka import Producer
-
     from eventstore.topics import partition_for
+    from kafkakit.clients import make_producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    producer = make_producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     key, value, headers = records[0]
     producer.produce(topic, key=key, value=value, headers=headers)  # producer id + metadata first
     producer.flush(30)
@@ -294,9 +293,10 @@ def await_group(config: Any, members: int, timeout_s: float = 120) -> None:
     """Until the processors' group is stable with `members` members: a processor joining later would
     stop every partition for a rebalance in the middle of a measured scenario."""
     from confluent_kafka import ConsumerGroupState
-    from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": config.bootstrap_servers})
+    from kafkakit.clients import make_admin
+
+    admin = make_admin({"bootstrap.servers": config.bootstrap_servers})
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         group = admin.describe_consumer_groups([config.processor_group])[config.processor_group].result()
@@ -440,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = plan_for(args.quick)
 
     import psycopg
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     from eventstore.config import StoreConfig
     from eventstore.examples.order import ORDER
@@ -448,6 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     from eventstore.registry import HttpRegistry
     from eventstore.serde import Serde
     from eventstore.topics import ensure_topics, specs
+    from kafkakit.clients import make_admin
     from kafkakit.settings import Endpoints
 
     endpoints = Endpoints.from_env()
@@ -458,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     ensure_topics(config)
     register_all(Serde(ORDER, HttpRegistry(config.schema_registry_url), store=config))
     raw_topic = f"bench-{run_id}.raw"
-    admin = AdminClient({"bootstrap.servers": config.bootstrap_servers})
+    admin = make_admin({"bootstrap.servers": config.bootstrap_servers})
     for future in admin.create_topics([NewTopic(raw_topic, plan.partitions, 1)]).values():
         future.result()
     schema = f"bench_{run_id}"

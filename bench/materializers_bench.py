@@ -46,13 +46,13 @@ from typing import Any
 import psycopg
 import redis
 from cdc_bench import summarize_ms
-from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from cdc.connect_client import ConnectClient
 from cdc.connector_spec import SCHEMALESS_JSON, ConnectorSpec, DatabaseSpec, HeartbeatSpec
 from cdc.preflight import run_preflight
 from cdc.slots import drop_slot
+from kafkakit.clients import make_admin, make_consumer, make_producer
 from kafkakit.positions import parse_start
 from materializers import checkpoint, rebuild, spark_session
 from materializers.config import VIEWS, RunConfig, parse_views
@@ -165,7 +165,7 @@ def snapshot_record(entity: int, lsn: int, schemas: bool = True) -> tuple[bytes,
 def produce_snapshot(bootstrap: str, topic: str, records: int, schemas: bool = True) -> float:
     """Produce `records` snapshot reads (entities 1..records); return seconds taken."""
     began = time.monotonic()
-    producer = Producer(
+    producer = make_producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000, "compression.type": "lz4"}
     )
     for entity in range(1, records + 1):
@@ -301,7 +301,7 @@ def hand_written_loop(
     """What a user writes without Spark: consume, decode, apply the view's Lua script per record."""
     client = redis.Redis.from_url(config.endpoints.redis_url)
     script = client.register_script(APPLY_LUA)
-    consumer = Consumer(
+    consumer = make_consumer(
         {
             "bootstrap.servers": config.endpoints.kafka_bootstrap_servers,
             "group.id": f"bench-loop-{uuid.uuid4().hex[:8]}",
@@ -344,7 +344,7 @@ def run_backfill(
 ) -> dict[str, Any]:
     bootstrap = base.endpoints.kafka_bootstrap_servers
     topic = f"bench-mat-backfill-{tag}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = make_admin({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(timeout=30)
     results: dict[str, Any] = {
         "records": records,

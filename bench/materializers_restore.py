@@ -23,9 +23,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
+from kafkakit.clients import make_admin, make_producer
 from kafkakit.positions import parse_start
 from materializers import snapshots, spark_session
 from materializers.config import RunConfig
@@ -56,7 +56,7 @@ def record(entity: int, lsn: int, rev: int) -> tuple[bytes, bytes]:
 
 
 def produce(bootstrap: str, topic: str, first: int, count: int, entities: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    producer = make_producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     for n in range(first, first + count):
         key, value = record(n % entities, 10_000 + n, n // entities)
         producer.produce(topic, key=key, value=value)
@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     base = RunConfig.from_env()
     bootstrap = base.endpoints.kafka_bootstrap_servers
     topic = f"bench-mat-restore-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = make_admin({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
     spark = spark_session.build(base.master, "bench-materializers-restore")
     work = Path(tempfile.mkdtemp(prefix="bench-mat-restore-"))

@@ -3,12 +3,14 @@
 Endpoints come from the environment (KAFKA_CONNECT_URL, KAFKA_BOOTSTRAP_SERVERS, PG_DSN) and are
 overridden by --connect-url, --bootstrap-servers, --pg-dsn. `--json` prints machine-readable output.
 SIGTERM/SIGINT during `tail` stop it cleanly (the consumer is closed, nothing is committed).
+librdkafka's warnings and errors are logged on stderr, its informational lines never (kafkakit.logs).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -37,7 +39,9 @@ from cdc.health import DEFAULT_RETAINED_WAL_WARN_BYTES, HealthReport, collect
 from cdc.preflight import PreflightReport, examine
 from cdc.render import event_json, jsonable
 from cdc.slots import drop_slot
+from kafkakit.clients import make_consumer
 from kafkakit.errors import BadStartPosition, ToolkitError
+from kafkakit.logs import configure_cli_logging
 from kafkakit.positions import Edge, StartPosition, parse_partition_offsets, parse_timestamp, resolve
 from kafkakit.settings import Endpoints
 
@@ -61,6 +65,7 @@ EXIT_CODES_HELP = """exit codes:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    configure_cli_logging(logging.WARNING)
     endpoints = Endpoints.from_env().with_overrides(
         kafka_bootstrap_servers=getattr(args, "bootstrap_servers", None),
         kafka_connect_url=getattr(args, "connect_url", None),
@@ -343,10 +348,8 @@ class _Stop:
 def _tail(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
     import time
 
-    from confluent_kafka import Consumer
-
     start = _start_position(args)
-    consumer = Consumer(
+    consumer = make_consumer(
         {
             "bootstrap.servers": ep.kafka_bootstrap_servers,
             "group.id": "cdc-tail",  # assign() only; nothing is committed, so the group is never used

@@ -18,6 +18,7 @@ import psycopg
 
 from cdc.connect_client import ConnectClient, ConnectorStatus
 from cdc.connector_spec import OVERSIZE_TRANSFORM, POSTGRES_CONNECTOR_CLASS
+from kafkakit.clients import make_consumer
 
 DEFAULT_RETAINED_WAL_WARN_BYTES = 1024**3
 
@@ -147,11 +148,11 @@ def read_slots(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[SlotInfo, 
 
 def topic_ends(bootstrap_servers: str, topics: Sequence[str], timeout: float = 10.0) -> tuple[TopicEnd, ...]:
     """High watermarks of every partition of `topics` (missing topics are skipped)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
     if not topics:
         return ()
-    consumer = Consumer(
+    consumer = make_consumer(
         {"bootstrap.servers": bootstrap_servers, "group.id": "cdc-health", "enable.auto.commit": False}
     )
     try:

@@ -50,6 +50,7 @@ from eventstore.replay import as_json, dumps, read_records, replay_to_topic
 from eventstore.serde import Serde
 from eventstore.topics import ensure_topics
 from kafkakit.errors import BadStartPosition, ConfigError
+from kafkakit.logs import configure_cli_logging
 from kafkakit.positions import parse_partition_offsets, parse_start, parse_timestamp
 
 DEFAULT_AGGREGATE = "eventstore.examples.order:ORDER"
@@ -444,7 +445,8 @@ def exit_code(exc: BaseException) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr)
+    # librdkafka's INFO lines stay off stderr even with --verbose; its warnings show (kafkakit.logs).
+    configure_cli_logging(logging.INFO if args.verbose else logging.WARNING)
     try:
         config = _config(args)
         aggregate = load_aggregate(args.aggregate)

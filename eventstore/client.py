@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from eventstore.aggregate import Aggregate, type_name
 from eventstore.config import StoreConfig
@@ -31,6 +31,7 @@ from eventstore.kafkaio import end_offsets, reader, take
 from eventstore.reading import EventReader
 from eventstore.serde import Serde
 from eventstore.topics import partition_for
+from kafkakit.clients import make_producer
 from kafkakit.positions import StartPosition
 
 S = TypeVar("S")
@@ -67,7 +68,7 @@ class EventStoreClient(Generic[S]):
         self.reply_partition = (
             random.randrange(config.partitions) if reply_partition is None else reply_partition
         )
-        self._producer = Producer(
+        self._producer = make_producer(
             {
                 "bootstrap.servers": config.bootstrap_servers,
                 "enable.idempotence": True,

@@ -16,6 +16,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
 from eventstore.errors import EventStoreError
+from kafkakit.clients import make_consumer
 from kafkakit.positions import StartPosition, resolve
 
 READ_COMMITTED = {"isolation.level": "read_committed", "enable.auto.commit": False}
@@ -31,7 +32,7 @@ def reader(bootstrap: str, **extra: Any) -> Consumer:
         **READ_COMMITTED,
         **extra,
     }
-    return Consumer(config)
+    return make_consumer(config)
 
 
 def take(consumer: Consumer, limit: int, timeout: float) -> list[Message]:

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Generic, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from eventstore.aggregate import Aggregate
 from eventstore.config import StoreConfig
@@ -68,6 +68,7 @@ from eventstore.serde import (
 )
 from eventstore.takeover import TailRecord, fold_tail, low_water, plan_snapshots, start_offset
 from eventstore.topics import partition_for
+from kafkakit.clients import make_consumer, make_producer
 
 S = TypeVar("S")
 log = logging.getLogger(__name__)
@@ -146,7 +147,7 @@ class CommandProcessor(Generic[S]):
         self.aborted = 0  # batches aborted and re-read (they took a producer's turn too)
         # Idle streams re-snapshotted per batch and partition at most (bounds a batch's extra work).
         self.refresh_limit = 500
-        self._consumer = Consumer(
+        self._consumer = make_consumer(
             {
                 "bootstrap.servers": config.bootstrap_servers,
                 "group.id": config.processor_group,
@@ -160,7 +161,7 @@ class CommandProcessor(Generic[S]):
             }
         )
         self._producers = tuple(
-            Producer(
+            make_producer(
                 {
                     "bootstrap.servers": config.bootstrap_servers,
                     "transactional.id": f"{config.name}.processor.{instance_id}.{turn}",

@@ -23,6 +23,7 @@ from eventstore.errors import CorruptStream, UndecodableRecord
 from eventstore.kafkaio import concrete_ranges, end_offsets, read_range, reader
 from eventstore.serde import H_STREAM, Serde, header_map, raw_pairs
 from eventstore.topics import partition_for
+from kafkakit.clients import make_producer
 from kafkakit.positions import StartPosition
 
 S = TypeVar("S")
@@ -126,7 +127,7 @@ class EventReader(Generic[S]):
         if self.config.dlq_topic is None:
             raise exc
         if self._dlq is None:
-            self._dlq = Producer(
+            self._dlq = make_producer(
                 {"bootstrap.servers": self.config.bootstrap_servers, "enable.idempotence": True}
             )
         headers = [

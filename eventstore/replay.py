@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from eventstore.errors import ReplayError
 from eventstore.kafkaio import READ_COMMITTED, concrete_ranges, partitions_of, read_range, reader, take
 from eventstore.registry import Registry
 from eventstore.serde import decode_any, raw_pairs
+from kafkakit.clients import admin_client, make_consumer, make_producer
 from kafkakit.positions import StartPosition
 
 BATCH = 500
@@ -61,14 +62,14 @@ def _ensure_destination(bootstrap: str, src: str, dst: str, consumer: Consumer) 
                 "per-partition order needs at least as many — use a new destination topic"
             )
         return
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     config = {"min.insync.replicas": "1", "retention.ms": "-1"}
-    for future in admin.create_topics([NewTopic(dst, src_parts, 1, config=config)]).values():
-        try:
-            future.result()
-        except KafkaException as exc:
-            if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise ReplayError(f"cannot create destination topic {dst}: {exc}") from exc
+    with admin_client({"bootstrap.servers": bootstrap}) as admin:
+        for future in admin.create_topics([NewTopic(dst, src_parts, 1, config=config)]).values():
+            try:
+                future.result()
+            except KafkaException as exc:
+                if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                    raise ReplayError(f"cannot create destination topic {dst}: {exc}") from exc
 
 
 def replay_to_topic(
@@ -84,8 +85,8 @@ def replay_to_topic(
     if src == dst:
         raise ReplayError("source and destination are the same topic; replay into a new topic")
     group = f"eventstore-replay.{src}.{dst}"
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **READ_COMMITTED})
-    producer = Producer(
+    consumer = make_consumer({"bootstrap.servers": bootstrap, "group.id": group, **READ_COMMITTED})
+    producer = make_producer(
         {
             "bootstrap.servers": bootstrap,
             # Stable id: a re-run fences the crashed run and aborts its open transaction.

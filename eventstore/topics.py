@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type:
 
 from eventstore.config import StoreConfig
 from eventstore.errors import TopicSetupError
+from kafkakit.clients import admin_client
 
 SINGLE_BROKER = {"min.insync.replicas": "1"}
 
@@ -78,34 +79,35 @@ def specs(config: StoreConfig) -> tuple[TopicSpec, ...]:
 
 def ensure_topics(config: StoreConfig, timeout: float = 30.0) -> list[tuple[str, str]]:
     """Create missing topics; verify existing ones. Returns (topic, 'created'|'exists') pairs."""
-    admin = AdminClient({"bootstrap.servers": config.bootstrap_servers})
-    try:
-        existing = admin.list_topics(timeout=timeout).topics
-    except KafkaException as exc:
-        raise TopicSetupError(
-            f"cannot list topics at {config.bootstrap_servers} ({exc}); check KAFKA_BOOTSTRAP_SERVERS"
-        ) from exc
-    wanted = specs(config)
-    missing = [s for s in wanted if s.name not in existing]
-    futures = (
-        admin.create_topics(
-            [NewTopic(s.name, s.partitions, 1, config=s.config) for s in missing], operation_timeout=timeout
-        )
-        if missing
-        else {}
-    )
-    for name, future in futures.items():
+    with admin_client({"bootstrap.servers": config.bootstrap_servers}) as admin:
         try:
-            future.result()
+            existing = admin.list_topics(timeout=timeout).topics
         except KafkaException as exc:
-            if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise TopicSetupError(f"creating topic {name} failed: {exc}") from exc
-    report = []
-    for spec in wanted:
-        if spec.name in existing:
-            _verify(admin, spec, len(existing[spec.name].partitions), timeout)
-        report.append((spec.name, "exists" if spec.name in existing else "created"))
-    return report
+            raise TopicSetupError(
+                f"cannot list topics at {config.bootstrap_servers} ({exc}); check KAFKA_BOOTSTRAP_SERVERS"
+            ) from exc
+        wanted = specs(config)
+        missing = [s for s in wanted if s.name not in existing]
+        futures = (
+            admin.create_topics(
+                [NewTopic(s.name, s.partitions, 1, config=s.config) for s in missing],
+                operation_timeout=timeout,
+            )
+            if missing
+            else {}
+        )
+        for name, future in futures.items():
+            try:
+                future.result()
+            except KafkaException as exc:
+                if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                    raise TopicSetupError(f"creating topic {name} failed: {exc}") from exc
+        report = []
+        for spec in wanted:
+            if spec.name in existing:
+                _verify(admin, spec, len(existing[spec.name].partitions), timeout)
+            report.append((spec.name, "exists" if spec.name in existing else "created"))
+        return report
 
 
 def _verify(admin: AdminClient, spec: TopicSpec, partitions: int, timeout: float) -> None:

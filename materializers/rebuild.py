@@ -23,6 +23,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kafkakit.clients import make_consumer
 from kafkakit.positions import Edge, StartPosition
 from materializers import checkpoint, generations, lifecycle
 from materializers.config import RunConfig
@@ -56,9 +57,11 @@ def check(start: StartPosition, config: RunConfig) -> None:
 
 
 def end_offsets(bootstrap: str, topic: str) -> checkpoint.Offsets:
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"materializers-lag-{uuid.uuid4().hex}"})
+    consumer = make_consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"materializers-lag-{uuid.uuid4().hex}"}
+    )
     try:
         return {
             topic: {

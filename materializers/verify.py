@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafkakit.clients import make_consumer
 from materializers import event_shape, orders
 from materializers.avro_events import WriterSchemas
 from materializers.errors import SourceUnavailable
@@ -90,9 +91,9 @@ def verify_cdc(plan: JobPlan) -> list[Difference]:
 
 def read_topic(bootstrap: str, topic: str) -> Iterator[Any]:
     """Every record of `topic` from the beginning to the end offsets as of now."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-    consumer = Consumer(
+    consumer = make_consumer(
         {"bootstrap.servers": bootstrap, "group.id": "materializers-verify", "enable.auto.commit": False}
     )
     try:

@@ -18,6 +18,7 @@ from devstack import stack
 from devstack.artifacts import fetch_all
 from devstack.config import StackConfig
 from devstack.errors import ArtifactFetchFailed, PortTaken, PrerequisiteMissing, ServiceNotReady
+from kafkakit.logs import configure_cli_logging
 
 console = Console(stderr=True)
 
@@ -105,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    configure_cli_logging(logging.INFO, fmt="%(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     config = StackConfig.from_env()
     try:

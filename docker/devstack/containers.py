@@ -25,10 +25,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 import psycopg
-from confluent_kafka.admin import AdminClient
 from docker.errors import DockerException
 from testcontainers.community.postgres import PostgresContainer
 from testcontainers.community.redis import PingWaitStrategy, RedisContainer
@@ -42,6 +41,7 @@ from devstack.artifacts import Artifacts, cache_root, fetch_toolkit_plugins
 from devstack.config import free_port
 from devstack.errors import PrerequisiteMissing, ServiceNotReady, StackError
 from devstack.pins import Pins
+from kafkakit.clients import admin_client
 from kafkakit.settings import Endpoints
 
 log = logging.getLogger(__name__)
@@ -200,9 +200,9 @@ _QUIET.setLevel(logging.CRITICAL)  # librdkafka would log every refused connecti
 
 
 def _kafka_answers(bootstrap: str) -> bool:
-    settings: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": _QUIET}
     try:
-        return bool(AdminClient(settings).list_topics(timeout=3).brokers)
+        with admin_client({"bootstrap.servers": bootstrap}, logger=_QUIET) as admin:
+            return bool(admin.list_topics(timeout=3).brokers)
     except Exception:  # KafkaException, or a bare Exception from the admin client while the broker boots
         return False
 

@@ -17,13 +17,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from devstack.artifacts import Artifacts
 from devstack.config import StackConfig
 from devstack.errors import PrerequisiteMissing, StackError
+from kafkakit.clients import admin_client
 
 log = logging.getLogger(__name__)
 
@@ -331,18 +331,13 @@ def kafka_command(ctx: Context) -> list[str]:
 
 
 def probe_kafka(ctx: Context) -> bool:
-    from confluent_kafka.admin import AdminClient
-
-    # librdkafka would print every refused connection while the broker boots; a silenced logger hides it.
-    settings: dict[str, Any] = {
-        "bootstrap.servers": ctx.endpoints()["KAFKA_BOOTSTRAP_SERVERS"],
-        "logger": _QUIET,
-    }
-    admin = AdminClient(settings)
-    try:
-        return bool(admin.list_topics(timeout=2).brokers)
-    except Exception:  # the admin client raises KafkaException or a bare Exception while the broker boots
-        return False
+    # librdkafka would log every refused connection while the broker boots; a silenced logger drops it.
+    settings = {"bootstrap.servers": ctx.endpoints()["KAFKA_BOOTSTRAP_SERVERS"]}
+    with admin_client(settings, logger=_QUIET) as admin:
+        try:
+            return bool(admin.list_topics(timeout=2).brokers)
+        except Exception:  # the admin client raises KafkaException or a bare Exception while the broker boots
+            return False
 
 
 _QUIET = logging.getLogger("devstack.probe")
