@@ -54,7 +54,7 @@ from cdc.preflight import run_preflight
 from cdc.slots import drop_slot
 from kafkakit.clients import make_admin, make_consumer, make_producer
 from kafkakit.positions import parse_start
-from materializers import checkpoint, rebuild, spark_session
+from materializers import checkpoint, lag, spark_session
 from materializers.config import VIEWS, RunConfig, parse_views
 from materializers.job import Job, JobPlan
 from materializers.products import PRODUCTS, TABLE_DDL
@@ -682,7 +682,7 @@ def run_latency(
 
 
 def _caught_up(plan: JobPlan) -> bool:
-    ends = rebuild.end_offsets(plan.config.endpoints.kafka_bootstrap_servers, plan.topic)
+    ends = lag.end_offsets(plan.config.endpoints.kafka_bootstrap_servers, plan.topic)
     return not checkpoint.lag(checkpoint.committed(plan.checkpoint).offsets, ends)
 
 

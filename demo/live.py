@@ -13,7 +13,7 @@ import psycopg
 from rich.table import Table
 
 from demo.report import Sample
-from materializers import status
+from materializers import lag, status
 from materializers.job import JobPlan
 
 PROBE_IDS = 40
@@ -95,26 +95,45 @@ def settle_probes(probes: list[Probe], read_price: Callable[[int], str | None]) 
     return seen
 
 
-def status_table(plans: list[JobPlan], latency_ms: float | None, changes: int, elapsed: float) -> Table:
+@dataclass
+class LagGauge:
+    """The jobs' statuses with their lag measured (topic end offsets - checkpoint) at most once per
+    `every_s`: measuring asks Kafka, and the live loop redraws many times a second."""
+
+    plans: list[JobPlan]
+    every_s: float = 1.0
+    _at: float = field(default=float("-inf"), init=False)
+    _jobs: dict[str, status.JobStatus | None] = field(default_factory=dict, init=False)
+
+    def jobs(self) -> dict[str, status.JobStatus | None]:
+        if time.monotonic() - self._at >= self.every_s:
+            self._jobs = {p.spec.name: _measured(p) for p in self.plans}
+            self._at = time.monotonic()
+        return self._jobs
+
+
+def _measured(plan: JobPlan) -> status.JobStatus | None:
+    job = status.read(plan.job_dir)
+    return None if job is None else lag.with_lag(job, plan.config.endpoints.kafka_bootstrap_servers)
+
+
+def status_table(gauge: LagGauge, latency_ms: float | None, changes: int, elapsed: float) -> Table:
     table = Table(title=f"live: {changes} changes written in {elapsed:.0f}s", title_justify="left")
     for column in ("job", "state", "batch", "lag", "in rows/s", "out rows/s", "last batch", "dead letters"):
         table.add_column(column, justify="right" if column != "job" else "left")
-    for plan in plans:
-        job = status.read(plan.job_dir)
+    for name, job in gauge.jobs().items():
         if job is None:
-            table.add_row(plan.spec.name, "starting", "-", "-", "-", "-", "-", "-")
+            table.add_row(name, "starting", "-", "-", "-", "-", "-", "-")
             continue
+        shown_lag = "-" if job.total_lag is None else str(job.total_lag)
         table.add_row(
-            job.name, job.state, str(job.batch_id), str(job.total_lag), f"{job.input_rows_per_second:.0f}",
+            job.name, job.state, str(job.batch_id), shown_lag, f"{job.input_rows_per_second:.0f}",
             f"{job.processed_rows_per_second:.0f}", f"{job.last_batch_ms} ms", str(job.dead_letters),
         )  # fmt: skip
     table.caption = f"latest commit->cache latency: {'-' if latency_ms is None else f'{latency_ms:.0f} ms'}"
     return table
 
 
-def sample(plans: list[JobPlan], started: float, latency_ms: float | None) -> Sample:
-    lag = 0
-    for plan in plans:
-        job = status.read(plan.job_dir)
-        lag += job.total_lag if job else 0
-    return Sample(at_s=time.time() - started, lag_records=lag, latency_ms=latency_ms)
+def sample(gauge: LagGauge, started: float, latency_ms: float | None) -> Sample:
+    behind = sum(job.total_lag or 0 for job in gauge.jobs().values() if job is not None)
+    return Sample(at_s=time.time() - started, lag_records=behind, latency_ms=latency_ms)

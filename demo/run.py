@@ -5,7 +5,8 @@
 3. concurrent clients driving the event-sourced Order aggregate, refused and retried commands included;
 4. the products and orders materializers (Spark) under a live workload, with a live status;
 5. a search query, an `eventstore replay`, a materializer killed and restarted, `verify` on every view;
-6. a summary table and demo-report/ (summary.json, lag-latency.png).
+6. a summary table and demo-report/ (summary.json, lag-latency.png, logs/: the processor's and each
+   materializer's output, and demo.log with this process's log records, librdkafka's lines included).
 DEMO_SCALE (default 1) scales the data and the live phase. Exit 0 only if every check passed.
 """
 
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 from rich.console import Console
 from rich.live import Live
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -41,7 +42,9 @@ from devstack.session import StackHandle, open_stack
 from eventstore.config import StoreConfig
 from eventstore.registration import register_all
 from eventstore.topics import ensure_topics
-from materializers import checkpoint
+from kafkakit.clients import make_consumer
+from kafkakit.logs import configure_demo_logging
+from materializers import checkpoint, lag
 from materializers.catalog import lookup
 from materializers.config import RunConfig
 from materializers.job import JobPlan
@@ -192,6 +195,8 @@ def _terminate_all(procs: dict[str, subprocess.Popen[bytes]]) -> None:
 
 # ---------------------------------------------------------------------------------- materializers
 
+DRIVER = "materializers"  # the one Spark driver keeping every materializer
+
 
 def job_plans(stack: StackHandle, cfg: DemoConfig, spec: ConnectorSpec, store: StoreConfig) -> list[JobPlan]:
     base = RunConfig.from_env(stack.endpoints.as_env())
@@ -207,37 +212,26 @@ def job_plans(stack: StackHandle, cfg: DemoConfig, spec: ConnectorSpec, store: S
     return [JobPlan.of(lookup("products"), products), JobPlan.of(lookup("orders"), order_views)]
 
 
-def start_job(plan: JobPlan, stack: StackHandle, cfg: DemoConfig) -> subprocess.Popen[bytes]:
-    """Each materializer is its own Spark driver, started through the `materializers` CLI."""
-    c = plan.config
-    args = [sys.executable, "-m", "materializers.cli", "--home", str(c.home), "start", plan.spec.name,
-            "--from", "earliest", "--trigger", "1s", "--topic", plan.topic, "--redis-prefix", c.redis_prefix]  # fmt: skip
-    if c.table:
-        args += ["--table", c.table]
-    log_file = cfg.report_dir / "logs" / f"{plan.spec.name}.log"
+def start_driver(plans: list[JobPlan], stack: StackHandle, cfg: DemoConfig) -> subprocess.Popen[bytes]:
+    """Every materializer in ONE Spark driver (a query each), started through the `materializers` CLI:
+    two drivers are two JVMs, which on 2 cores took the CPU the queries need."""
+    c = plans[0].config  # one home and one Redis base prefix for all
+    args = [sys.executable, "-m", "materializers.cli", "--home", str(c.home), "start",
+            *(p.spec.name for p in plans), "--from", "earliest", "--trigger", "1s", "--redis-prefix", c.redis_prefix]  # fmt: skip
+    for plan in plans:
+        args += ["--topic", f"{plan.spec.name}={plan.topic}"]
+        if plan.config.table:
+            args += ["--table", f"{plan.spec.name}={plan.config.table}"]
+    log_file = cfg.report_dir / "logs" / "materializers.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **stack.endpoints.as_env()}
     with log_file.open("ab") as out:
         return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
 
 
-def end_offsets(bootstrap: str, topic: str) -> dict[str, dict[str, int]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "demo-ends"})
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        return {
-            topic: {
-                str(p): consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in partitions
-            }
-        }
-    finally:
-        consumer.close()
-
-
 def wait_caught_up(plans: list[JobPlan], procs: dict[str, subprocess.Popen[bytes]], timeout: float) -> bool:
     """Every job's checkpoint has committed a batch reaching the topic's end offsets as of this call."""
-    ends = {p.spec.name: end_offsets(p.config.endpoints.kafka_bootstrap_servers, p.topic) for p in plans}
+    ends = {p.spec.name: lag.end_offsets(p.config.endpoints.kafka_bootstrap_servers, p.topic) for p in plans}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         dead = [name for name, proc in procs.items() if proc.poll() is not None]
@@ -258,12 +252,12 @@ def wait_caught_up(plans: list[JobPlan], procs: dict[str, subprocess.Popen[bytes
 
 def live_phase(stack: StackHandle, cfg: DemoConfig, plans: list[JobPlan], store: StoreConfig,
                procs: dict[str, subprocess.Popen[bytes]], summary: Summary) -> None:  # fmt: skip
-    products_plan = plans[0]
-    cache = products_plan.cache()
+    cache = plans[0].cache()  # products
     workload = live.RowWorkload(stack.pg_dsn, cfg.schema, next_id=cfg.count(1000, 60) + 1)
     tally = orders.Tally()
     client = orders.OrderClient(store, worker=90, tally=tally, seed=99)
     probes: list[live.Probe] = []
+    gauge = live.LagGauge(plans)
     started = time.time()
     last_probe, latest, crashed = 0.0, None, False
 
@@ -285,16 +279,16 @@ def live_phase(stack: StackHandle, cfg: DemoConfig, plans: list[JobPlan], store:
                 last_probe = time.time()
             for latency in live.settle_probes(probes, price_of):
                 latest = latency
-                summary.samples.append(live.sample(plans, started, latency))
+                summary.samples.append(live.sample(gauge, started, latency))
             if not crashed and time.time() - started > cfg.live_seconds / 3:
                 view.console.print(
-                    "[yellow]⚡ kill -9 the products materializer mid-stream, then start it again[/yellow]"
+                    "[yellow]⚡ kill -9 the materializers' driver mid-stream, then start it again[/yellow]"
                 )
-                procs["products"].kill()
-                procs["products"].wait()
-                procs["products"] = start_job(products_plan, stack, cfg)
+                procs[DRIVER].kill()
+                procs[DRIVER].wait()
+                procs[DRIVER] = start_driver(plans, stack, cfg)
                 crashed = True
-            view.update(live.status_table(plans, latest, workload.changes, time.time() - started))
+            view.update(live.status_table(gauge, latest, workload.changes, time.time() - started))
             n += 1
             time.sleep(0.05)
     client.close()
@@ -303,13 +297,13 @@ def live_phase(stack: StackHandle, cfg: DemoConfig, plans: list[JobPlan], store:
     for k, v in tally.counts.items():
         summary.commands[f"live {k}"] = v
     console.print(f"[green]✓[/green] live phase: {workload.changes} row changes and {tally.counts['accepted']} "
-                  f"accepted order commands in {elapsed:.0f}s; the products job was killed and restarted")  # fmt: skip
+                  f"accepted order commands in {elapsed:.0f}s; the materializers' driver was killed and restarted")  # fmt: skip
     # The last probes still count once the view shows them: the restarted job's first batch can take
     # a minute on 2 cores, so wait as long as the catch-up check does.
     deadline = time.time() + 300
     while probes and time.time() < deadline:
         for latency in live.settle_probes(probes, price_of):
-            summary.samples.append(live.sample(plans, started, latency))
+            summary.samples.append(live.sample(gauge, started, latency))
         time.sleep(0.2)
 
 
@@ -351,7 +345,7 @@ def demonstrate_replay(store: StoreConfig) -> bool:
 
 
 def topic_sizes(stack: StackHandle, topics: list[str]) -> dict[str, int]:
-    consumer = Consumer({"bootstrap.servers": stack.kafka_bootstrap_servers, "group.id": "demo-sizes"})
+    consumer = make_consumer({"bootstrap.servers": stack.kafka_bootstrap_servers, "group.id": "demo-sizes"})
     sizes = {}
     for topic in topics:
         meta = consumer.list_topics(topic, timeout=10).topics[topic]
@@ -397,7 +391,7 @@ def run(stack: StackHandle, cfg: DemoConfig) -> Summary:
         spec = capture_shop(stack, cfg, cleanup)
         store = order_store(stack, cfg, cleanup, summary)
         plans = job_plans(stack, cfg, spec, store)
-        procs = {p.spec.name: start_job(p, stack, cfg) for p in plans}
+        procs = {DRIVER: start_driver(plans, stack, cfg)}
         cleanup.callback(_terminate_all, procs)
         with step(
             "materializers products (Redis, Tantivy, Delta) and orders (Redis, Delta) caught up"
@@ -431,6 +425,9 @@ def _stop_on_sigterm(signum: int, _frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     cfg = DemoConfig.from_args(argv)
+    # The console is the narration's: every log record (librdkafka's lines included) goes to this
+    # file, beside the processor's and the materializers' logs; see kafkakit.logs.
+    configure_demo_logging(cfg.report_dir / "logs" / "demo.log")
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     with open_stack(keep_started=cfg.keep) as stack:
         summary = run(stack, cfg)

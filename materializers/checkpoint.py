@@ -60,10 +60,15 @@ def committed(checkpoint: Path) -> Committed:
     return Committed(last, offsets, planned[-1])
 
 
-def lag(offsets: Offsets, ends: Offsets) -> int:
-    """Records between the committed offsets and the topics' end offsets (pure)."""
-    return sum(
-        max(0, end - offsets.get(topic, {}).get(part, 0))
+def behind(offsets: Offsets, ends: Offsets) -> dict[str, int]:
+    """{"topic[p]": records between the committed offset and the end offset}, per partition (pure)."""
+    return {
+        f"{topic}[{part}]": max(0, end - offsets.get(topic, {}).get(part, 0))
         for topic, parts in ends.items()
         for part, end in parts.items()
-    )
+    }
+
+
+def lag(offsets: Offsets, ends: Offsets) -> int:
+    """Records between the committed offsets and the topics' end offsets (pure)."""
+    return sum(behind(offsets, ends).values())

@@ -13,17 +13,31 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
+from typing import Any
 
 from kafkakit.errors import ToolkitError
+from kafkakit.logs import configure_cli_logging
 from kafkakit.positions import StartPosition, parse_start, parse_timestamp
-from materializers import generations, lifecycle, positions, rebuild, snapshots, spark_session, status
+from materializers import (
+    generations,
+    lag,
+    lifecycle,
+    positions,
+    rebuild,
+    runner,
+    snapshots,
+    spark_session,
+    status,
+)
 from materializers.catalog import CATALOG, lookup
 from materializers.config import RunConfig
-from materializers.errors import JobNotRunning
+from materializers.errors import ConflictingJobs, JobNotRunning
 from materializers.job import Job, claim_checkpoint, topic_partitions
 from materializers.verify import verify
 
 log = logging.getLogger("materializers")
+# `start` flags that belong to one materializer: its own topic, table, checkpoint, dead letters.
+_PER_JOB_FLAGS = ("topic", "table", "checkpoint", "dlq_topic")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,8 +45,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--home", help="state directory (checkpoints, views, status); env MATERIALIZERS_HOME")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    start = sub.add_parser("start", help="run a materializer in the foreground until stopped")
-    start.add_argument("name")
+    start = sub.add_parser(
+        "start",
+        help="run materializers in the foreground until stopped: several names share one Spark driver",
+    )
+    start.add_argument(
+        "names",
+        nargs="+",
+        metavar="NAME",
+        help="one or more materializers (each its own query and checkpoint)",
+    )
     where = start.add_mutually_exclusive_group()
     where.add_argument(
         "--from",
@@ -58,10 +80,16 @@ def _parser() -> argparse.ArgumentParser:
     ):
         if p is not start:
             p.add_argument("name")
-        p.add_argument("--topic", help="input topic (default: the materializer's)")
-        p.add_argument("--table", help="Postgres table a CDC view mirrors (default: the materializer's)")
-        p.add_argument("--checkpoint", help="checkpoint directory (default <home>/<name>/checkpoint)")
-        p.add_argument("--dlq-topic", help="dead-letter topic (default <topic>.dlq)")
+        # `start` takes them per job: VALUE for one materializer, NAME=VALUE (repeated) for several.
+        per_job: dict[str, Any] = {"action": "append", "metavar": "[NAME=]VALUE"} if p is start else {}
+        p.add_argument("--topic", help="input topic (default: the materializer's)", **per_job)
+        p.add_argument(
+            "--table", help="Postgres table a CDC view mirrors (default: the materializer's)", **per_job
+        )
+        p.add_argument(
+            "--checkpoint", help="checkpoint directory (default <home>/<name>/checkpoint)", **per_job
+        )
+        p.add_argument("--dlq-topic", help="dead-letter topic (default <topic>.dlq)", **per_job)
         p.add_argument("--redis-prefix", help="Redis key prefix (default mat)")
         p.add_argument("--views", help="views to keep, e.g. cache,warehouse (default cache,search,warehouse)")
 
@@ -93,9 +121,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _config(args: argparse.Namespace) -> RunConfig:
+def _config(args: argparse.Namespace, *, per_job: dict[str, str] | None = None) -> RunConfig:
+    """Flags over env over defaults; `per_job` replaces the flags `start` takes per materializer."""
     flags = {
-        k: getattr(args, k, None)
+        k: per_job.get(k) if per_job is not None and k in _PER_JOB_FLAGS else getattr(args, k, None)
         for k in (
             "home",
             "topic",
@@ -113,31 +142,54 @@ def _config(args: argparse.Namespace) -> RunConfig:
     return RunConfig.from_env().with_overrides(**flags)
 
 
+def per_job_flags(names: Sequence[str], given: dict[str, list[str] | None]) -> dict[str, dict[str, str]]:
+    """{name: {flag: value}} from `--flag VALUE` (one materializer) or `--flag NAME=VALUE` (pure)."""
+    out: dict[str, dict[str, str]] = {name: {} for name in names}
+    for flag, values in given.items():
+        for raw in values or ():
+            name, sep, value = raw.partition("=")
+            if sep and name in out:
+                out[name][flag] = value
+            elif len(names) == 1:
+                out[names[0]][flag] = raw
+            else:
+                raise ConflictingJobs(
+                    f"--{flag.replace('_', '-')} {raw!r}: with several materializers write NAME=VALUE, NAME one "
+                    f"of {', '.join(names)}"
+                )
+    return out
+
+
 def _start(args: argparse.Namespace) -> int:
-    spec = lookup(args.name)
+    flags = per_job_flags(args.names, {f: getattr(args, f) for f in _PER_JOB_FLAGS})
+    config = _config(args, per_job={})
     begin: StartPosition = (
         parse_timestamp(args.from_timestamp) if args.from_timestamp else parse_start(args.start)
     )
-    plan = generations.resolve(spec, _config(args))
-    plan.cache().check()
-    partitions = topic_partitions(plan.config.endpoints.kafka_bootstrap_servers, plan.topic)
-    positions.spark_start_options(begin, {plan.topic: partitions})  # a bad position fails here, not in Spark
-    claim_checkpoint(plan)
-    spark = spark_session.build(plan.config.master, f"materializer-{spec.name}")
-    job = Job(spark, plan)
-    code = job.run(begin, available_now=args.available_now)
-    final = status.read(plan.job_dir)
-    if code and final is not None:
-        print(f"materializer {spec.name} failed: {final.last_error}", file=sys.stderr)
+    plans = [generations.resolve(lookup(name), _config(args, per_job=flags[name])) for name in args.names]
+    runner.check_distinct(plans)
+    for plan in plans:  # every check before anything is written
+        plan.cache().check()
+        partitions = topic_partitions(plan.config.endpoints.kafka_bootstrap_servers, plan.topic)
+        positions.spark_start_options(
+            begin, {plan.topic: partitions}
+        )  # a bad position fails here, not in Spark
+    for plan in plans:
+        claim_checkpoint(plan)
+    spark = spark_session.build(config.master, "materializer-" + "+".join(args.names))
+    code = runner.run([Job(spark, plan) for plan in plans], begin, available_now=args.available_now)
+    for plan in plans:
+        final = status.read(plan.job_dir)
+        if final is not None and final.state == "failed":
+            print(f"materializer {plan.spec.name} failed: {final.last_error}", file=sys.stderr)
     return code
 
 
 def _status(args: argparse.Namespace) -> int:
     config = _config(args)
-    rows = [
-        {**asdict(job), "state": lifecycle.state(job), "total_lag": job.total_lag}
-        for job in lifecycle.jobs(config)
-    ]
+    bootstrap = config.endpoints.kafka_bootstrap_servers
+    measured = [lag.with_lag(job, bootstrap) for job in lifecycle.jobs(config)]
+    rows = [{**asdict(job), "state": lifecycle.state(job), "total_lag": job.total_lag} for job in measured]
     if args.json:
         print(json.dumps(rows, indent=2, sort_keys=True))
         return 0
@@ -241,7 +293,7 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_cli_logging(logging.INFO, fmt="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = _parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)

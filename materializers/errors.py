@@ -54,3 +54,7 @@ class NotCaughtUp(MaterializerError):
 
 class BadRebuild(MaterializerError):
     """A rebuild was asked for with options that cannot produce a complete view."""
+
+
+class ConflictingJobs(MaterializerError):
+    """Materializers asked to run together would share a name, a checkpoint or a Redis prefix."""

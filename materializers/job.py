@@ -22,17 +22,17 @@ import json
 import logging
 import os
 import shutil
-import signal
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kafkakit.clients import admin_client
 from kafkakit.limits import DEAD_LETTER_MAX_RECORD_BYTES
 from kafkakit.positions import StartPosition, parse_offsets_json
-from materializers import checkpoint, dead_letters, lifecycle, positions, status
+from materializers import checkpoint, dead_letters, lifecycle, positions
 from materializers.avro_events import WriterSchemas
 from materializers.changes import split
 from materializers.config import RunConfig
@@ -186,9 +186,8 @@ def pinned_start(plan: JobPlan) -> StartPosition | None:
 
 
 def topic_partitions(bootstrap: str, topic: str) -> list[int]:
-    from confluent_kafka.admin import AdminClient
-
-    meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    with admin_client({"bootstrap.servers": bootstrap}) as admin:
+        meta = admin.list_topics(timeout=10)
     found = meta.topics.get(topic)
     if found is None or found.error is not None:
         raise SourceUnavailable(
@@ -200,18 +199,18 @@ def topic_partitions(bootstrap: str, topic: str) -> list[int]:
 def ensure_topic(bootstrap: str, topic: str) -> None:
     """Create the dead-letter topic if missing (this broker does not auto-create topics)."""
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    if topic in admin.list_topics(timeout=10).topics:
-        return
-    try:
-        # A dead letter carries its source record whole: the topic takes records as large as CDC's.
-        config = {"max.message.bytes": str(DEAD_LETTER_MAX_RECORD_BYTES)}
-        admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(timeout=30)
-    except KafkaException as exc:
-        if "TOPIC_ALREADY_EXISTS" not in str(exc):
-            raise SourceUnavailable(f"cannot create dead-letter topic {topic!r}: {exc}") from exc
+    with admin_client({"bootstrap.servers": bootstrap}) as admin:
+        if topic in admin.list_topics(timeout=10).topics:
+            return
+        try:
+            # A dead letter carries its source record whole: the topic takes records as large as CDC's.
+            config = {"max.message.bytes": str(DEAD_LETTER_MAX_RECORD_BYTES)}
+            admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(timeout=30)
+        except KafkaException as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise SourceUnavailable(f"cannot create dead-letter topic {topic!r}: {exc}") from exc
 
 
 class Job:
@@ -422,38 +421,8 @@ class Job:
     def run(self, start: StartPosition, *, available_now: bool = False) -> int:
         """Run until SIGTERM/SIGINT, a stop request or (available_now) caught up; publish status.
 
-        Returns 0 on a clean stop, 1 when the query failed.
+        Returns 0 on a clean stop, 1 when the query failed. (`runner.run` drives several jobs.)
         """
-        stopping: list[int] = []
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda signum, _frame: stopping.append(signum))
-        current = status.JobStatus(name=self.plan.spec.name, state="starting", pid=os.getpid())
-        status.write(self.plan.job_dir, current)
-        stop_file = lifecycle.stop_file(self.plan.job_dir)
-        stop_file.unlink(missing_ok=True)
-        query = self.start(start, available_now=available_now)
-        current = replace(current, state="running", app_id=self.app_id)
-        while query.isActive and not stopping and not stop_file.exists():
-            query.awaitTermination(1)
-            current = self._publish(current, query.lastProgress)
-        if query.isActive:
-            # Graceful: let the running batch finish (views + checkpoint) before stopping.
-            deadline = time.monotonic() + 120
-            while query.status.get("isTriggerActive") and time.monotonic() < deadline:
-                time.sleep(0.2)
-            query.stop()
-        error = query.exception()
-        final = replace(
-            self._publish(current, query.lastProgress),
-            state="failed" if error else "stopped",
-            last_error=str(error)[:2000] if error else current.last_error,
-        )
-        status.write(self.plan.job_dir, final)
-        stop_file.unlink(missing_ok=True)
-        return 1 if error else 0
+        from materializers import runner
 
-    def _publish(self, current: status.JobStatus, progress: dict[str, Any] | None) -> status.JobStatus:
-        updated = status.from_progress(current, progress) if progress else current
-        updated = replace(updated, dead_letters=self.dead_letters, updated_at=time.time())
-        status.write(self.plan.job_dir, updated)
-        return updated
+        return runner.run([self], start, available_now=available_now)

@@ -23,12 +23,12 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kafkakit.clients import make_consumer
 from kafkakit.positions import Edge, StartPosition
 from materializers import checkpoint, generations, lifecycle
 from materializers.config import RunConfig
 from materializers.errors import BadRebuild, JobRunning, NotCaughtUp
-from materializers.job import Job, JobPlan, topic_partitions
+from materializers.job import Job, JobPlan
+from materializers.lag import end_offsets
 from materializers.spec import Materializer
 
 if TYPE_CHECKING:
@@ -54,23 +54,6 @@ def check(start: StartPosition, config: RunConfig) -> None:
         )
     if config.checkpoint:
         raise BadRebuild("--checkpoint cannot be given to a rebuild: each generation owns its checkpoint")
-
-
-def end_offsets(bootstrap: str, topic: str) -> checkpoint.Offsets:
-    from confluent_kafka import TopicPartition
-
-    consumer = make_consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"materializers-lag-{uuid.uuid4().hex}"}
-    )
-    try:
-        return {
-            topic: {
-                str(p): int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
-                for p in topic_partitions(bootstrap, topic)
-            }
-        }
-    finally:
-        consumer.close()
 
 
 def catch_up(spark: SparkSession, plan: JobPlan, start: StartPosition, deadline: float) -> int:

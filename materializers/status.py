@@ -1,15 +1,16 @@
 """Job status: what a running driver publishes (a JSON file beside its checkpoint) and its summary.
 
-The driver rewrites `status.json` after every progress update; `materializers status` reads it. Lag
-per partition = the source's latest offset - the offset the last batch ended at (both from Spark's
-query progress).
+The driver rewrites `status.json` after every progress update; `materializers status` reads it and
+adds the lag, measured when asked (`materializers.lag`): Spark's own progress cannot give it, since
+a batch without a cap plans up to the offsets it saw and so always "ends" at its latest offset (its
+lag read 0 while a demo's views were 50 s behind), and a stopped or dead driver publishes nothing.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,12 @@ class JobStatus:
     state: str  # starting | running | stopped | failed
     pid: int
     app_id: str = ""
+    # Where the query reads and commits, so a reader can measure its lag without the driver.
+    topic: str = ""
+    checkpoint: str = ""
     batch_id: int = -1
-    lag: dict[str, int] = field(default_factory=dict)
+    # Filled by readers (materializers.lag), not by the driver; None = unknown (nothing committed yet).
+    lag: dict[str, int] | None = None
     input_rows_per_second: float = 0.0
     processed_rows_per_second: float = 0.0
     last_batch_ms: int = 0
@@ -32,29 +37,8 @@ class JobStatus:
     updated_at: float = 0.0
 
     @property
-    def total_lag(self) -> int:
-        return sum(self.lag.values())
-
-
-def lag_from_progress(progress: dict[str, Any]) -> dict[str, int]:
-    """{"topic[p]": latest - end} over every source of one query progress (pure)."""
-    lag: dict[str, int] = {}
-    for source in progress.get("sources", []):
-        end = _offsets(source.get("endOffset"))
-        latest = _offsets(source.get("latestOffset"))
-        for topic, parts in latest.items():
-            for part, last in parts.items():
-                lag[f"{topic}[{part}]"] = max(0, int(last) - int(end.get(topic, {}).get(part, 0)))
-    return lag
-
-
-def _offsets(raw: Any) -> dict[str, dict[str, int]]:
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError:
-            return {}
-    return raw if isinstance(raw, dict) else {}
+    def total_lag(self) -> int | None:
+        return None if self.lag is None else sum(self.lag.values())
 
 
 def from_progress(base: JobStatus, progress: dict[str, Any]) -> JobStatus:
@@ -64,7 +48,6 @@ def from_progress(base: JobStatus, progress: dict[str, Any]) -> JobStatus:
         **{
             **asdict(base),
             "batch_id": int(progress.get("batchId", base.batch_id)),
-            "lag": lag_from_progress(progress) or base.lag,
             "input_rows_per_second": float(progress.get("inputRowsPerSecond") or 0.0),
             "processed_rows_per_second": float(progress.get("processedRowsPerSecond") or 0.0),
             "last_batch_ms": int(durations.get("triggerExecution", base.last_batch_ms)),
@@ -108,7 +91,7 @@ COLUMNS = (  # title, field, alignment+width, number format
     ("NAME", "name", "<12", ""),
     ("STATE", "state", "<8", ""),
     ("BATCH", "batch_id", ">6", ""),
-    ("LAG", "total_lag", ">8", ""),
+    ("LAG", "total_lag", ">8", ""),  # "-": nothing committed yet, or Kafka did not answer
     ("IN/S", "input_rows_per_second", ">8", ".1f"),
     ("OUT/S", "processed_rows_per_second", ">8", ".1f"),
     ("LAST MS", "last_batch_ms", ">8", ""),
@@ -121,7 +104,9 @@ def table(rows: list[dict[str, Any]]) -> str:
     header = " ".join(f"{title:{width}}" for title, _key, width, _fmt in COLUMNS) + "  LAST ERROR"
     lines = [header]
     for row in rows:
-        cells = " ".join(f"{row[key]:{width}{fmt}}" for _title, key, width, fmt in COLUMNS)
+        cells = " ".join(
+            f"{'-' if row[key] is None else row[key]:{width}{fmt}}" for _title, key, width, fmt in COLUMNS
+        )
         error = " ".join(str(row.get("last_error", "")).split())[:60]
         lines.append(f"{cells}  {error}")
     return "\n".join(lines)

@@ -1,0 +1,54 @@
+"""Lag as a user has it: records in the source topic that no committed batch has reached yet.
+
+Per partition, the topic's end offset (the broker's high watermark, read now) minus the offset the
+query's last committed batch ended at (its checkpoint: `offsets/<n>` of the highest `commits/<n>`).
+It grows while a driver is stopped, dead or slow, which Spark's query progress cannot show.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+from confluent_kafka import KafkaException, TopicPartition
+
+from kafkakit.clients import make_consumer
+from materializers import checkpoint
+from materializers.errors import SourceUnavailable
+from materializers.job import topic_partitions
+from materializers.status import JobStatus
+
+
+def end_offsets(bootstrap: str, topic: str) -> checkpoint.Offsets:
+    """The topic's end offset (high watermark) per partition, now."""
+    consumer = make_consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"materializers-lag-{uuid.uuid4().hex}"}
+    )
+    try:
+        return {
+            topic: {
+                str(p): int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
+                for p in topic_partitions(bootstrap, topic)
+            }
+        }
+    finally:
+        consumer.close()
+
+
+def measure(checkpoint_dir: Path, topic: str, bootstrap: str) -> dict[str, int] | None:
+    """{"topic[p]": records behind}; None while nothing is committed (the start is not known yet)."""
+    done = checkpoint.committed(checkpoint_dir)
+    if done.batch_id < 0:
+        return None
+    return checkpoint.behind(done.offsets, end_offsets(bootstrap, topic))
+
+
+def with_lag(job: JobStatus, bootstrap: str) -> JobStatus:
+    """The job's status with its lag measured now (unknown when Kafka does not answer)."""
+    if not job.topic or not job.checkpoint:
+        return replace(job, lag=None)  # published by a driver older than this field
+    try:
+        return replace(job, lag=measure(Path(job.checkpoint), job.topic, bootstrap))
+    except (KafkaException, SourceUnavailable):
+        return replace(job, lag=None)
