@@ -22,6 +22,7 @@ def test_demo_at_tiny_scale_passes_every_check(stack: StackHandle, tmp_path: Pat
     assert summary.commands["refused: version conflict"] > 0 and summary.commands["refused: invalid"] > 0
     assert all(count > 0 for count in summary.records_per_topic.values())
     assert summary.latency_p50_ms is not None and summary.latency_p50_ms > 0
+    assert summary.recovery_s is not None and summary.recovery_s > 0  # the driver was killed and came back
     plot = write_report(cfg.report_dir, summary)
     assert plot.stat().st_size > 10_000
     written = json.loads((cfg.report_dir / "summary.json").read_text())
