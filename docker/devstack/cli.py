@@ -77,8 +77,14 @@ def _as_dict(state: stack.ServiceState) -> dict[str, object]:
 
 
 def _fetch(_: StackConfig, __: argparse.Namespace) -> int:
+    from materializers.spark_session import warm_class_archive
+
     arts = fetch_all()
     console.print(f"artefacts cached under {arts.root}")
+    # A materializer driver restarted on this machine maps Spark's classes instead of loading them.
+    archive = warm_class_archive()
+    if archive is not None:
+        console.print(f"Spark driver class archive: {archive}")
     return 0
 
 

@@ -1,0 +1,33 @@
+"""The driver's class archive: named after what it holds, written once, promoted once whole (pure)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from materializers.spark_session import class_archive, class_sharing_options
+
+
+def test_the_archive_is_named_after_the_jars_and_can_be_turned_off(tmp_path: Path) -> None:
+    env = {"MATERIALIZERS_JVM_CACHE": str(tmp_path)}
+    one = class_archive(["/j/a.jar", "/j/b.jar"], env)
+    assert one is not None and one.parent == tmp_path and one.suffix == ".jsa"
+    assert class_archive(["/j/b.jar", "/j/a.jar"], env) == one  # order does not matter
+    assert class_archive(["/j/a.jar", "/j/c.jar"], env) != one  # other classes, another archive
+    assert class_archive(["/j/a.jar"], {"MATERIALIZERS_JVM_CACHE": "off"}) is None
+
+
+def test_a_jvm_writes_its_own_file_which_a_later_start_promotes_once_settled(tmp_path: Path) -> None:
+    archive = tmp_path / "spark-driver-x.jsa"
+    assert class_sharing_options(archive, now=1000.0, writer=7).startswith(
+        f"-XX:ArchiveClassesAtExit={archive}.7.tmp "
+    )
+    written = tmp_path / "spark-driver-x.jsa.7.tmp"
+    written.write_bytes(b"archive")
+    os.utime(written, (990.0, 990.0))
+    # Still being written, maybe: not used, a new writer gets a file of its own.
+    assert "ArchiveClassesAtExit" in class_sharing_options(archive, now=1000.0, writer=8)
+    assert class_sharing_options(archive, now=1100.0, writer=9).startswith(
+        f"-XX:SharedArchiveFile={archive} "
+    )
+    assert archive.read_bytes() == b"archive" and not written.exists()
