@@ -86,14 +86,18 @@ class DeltaWarehouse:
         return str(self.root / "history")
 
     def ensure_tables(self, spark: SparkSession) -> None:
-        if self.current:
+        # A restarted driver finds its tables there: checking the log directory costs nothing, where
+        # Spark's CREATE TABLE IF NOT EXISTS (which would change nothing) analysed and read each
+        # table's log on a cold JVM before the first batch could start.
+        if self.current and not _has_log(self.current_path):
             spark.sql(
                 f"CREATE TABLE IF NOT EXISTS delta.`{self.current_path}` ({STATE_DDL}, {self.data_ddl}) USING DELTA"
             )
-        spark.sql(
-            f"CREATE TABLE IF NOT EXISTS delta.`{self.history_path}` "
-            f"({HISTORY_DDL}, {self.data_ddl}, event_date date) USING DELTA PARTITIONED BY (event_date)"
-        )
+        if not _has_log(self.history_path):
+            spark.sql(
+                f"CREATE TABLE IF NOT EXISTS delta.`{self.history_path}` "
+                f"({HISTORY_DDL}, {self.data_ddl}, event_date date) USING DELTA PARTITIONED BY (event_date)"
+            )
 
     def write_batch(
         self,
@@ -380,3 +384,9 @@ def query(path: str, sql: str) -> list[dict[str, object]]:
     table = QueryBuilder().register("t", DeltaTable(path)).execute(sql).read_all()
     columns = {name: table.column(name).to_pylist() for name in table.column_names}
     return [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+
+
+def _has_log(table: str) -> bool:
+    """Whether a Delta table was committed at `table` (old commits may be cleaned up; a checkpoint stays)."""
+    log = Path(table) / "_delta_log"
+    return (log / "_last_checkpoint").is_file() or any(log.glob("*.json"))

@@ -1,4 +1,4 @@
-"""The driver's class archive: named after what it holds, written once, promoted once whole (pure)."""
+"""A restarted driver's start-up: the JVM class archive and the Delta tables it finds (pure)."""
 
 from __future__ import annotations
 
@@ -31,3 +31,17 @@ def test_a_jvm_writes_its_own_file_which_a_later_start_promotes_once_settled(tmp
         f"-XX:SharedArchiveFile={archive} "
     )
     assert archive.read_bytes() == b"archive" and not written.exists()
+
+
+def test_a_restarted_driver_sees_its_delta_tables_without_spark(tmp_path: Path) -> None:
+    from materializers.views.delta_warehouse import _has_log
+
+    table = tmp_path / "t"
+    assert not _has_log(str(table))
+    (table / "_delta_log").mkdir(parents=True)
+    assert not _has_log(str(table))  # a directory alone is no table
+    (table / "_delta_log" / "00000000000000000003.json").write_text("{}")
+    assert _has_log(str(table))
+    (table / "_delta_log" / "00000000000000000003.json").unlink()
+    (table / "_delta_log" / "_last_checkpoint").write_text("{}")  # old commits cleaned up
+    assert _has_log(str(table))
