@@ -286,7 +286,8 @@ def live_phase(stack: StackHandle, cfg: DemoConfig, plans: list[JobPlan], store:
                 latest = latency
                 summary.samples.append(live.sample(gauge, started, latency))
                 _note_recovery(summary, time.time() - started, latency)
-            if not crashed and time.time() - started > cfg.live_seconds / 3:
+            # The kill waits for a steady baseline: a third of the phase and at least one change seen.
+            if not crashed and time.time() - started > cfg.live_seconds / 3 and summary.samples:
                 view.console.print(
                     "[yellow]⚡ kill -9 the materializers' driver mid-stream, then start it again[/yellow]"
                 )
