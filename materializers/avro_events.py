@@ -2,7 +2,9 @@
 
 Per micro-batch (driver): the distinct schema ids in the batch are collected (a tiny aggregate), each
 id's writer schema is fetched once from the registry (cached for the job's life: a registry id never
-changes meaning), and the batch is decoded with one `from_avro` per id — no Python per record. Every
+changes meaning), and the batch is decoded with one `from_avro` per id — no Python per record.
+A caller that checks the decoded `schema_id`s itself (`WriterSchemas.trusting_cache`, then `learn`)
+skips that aggregate: a Spark job of two stages, 1.6 s of a live 2.8 s batch on 2 cores. Every
 wanted field is projected into one wide row (null where an event type lacks it), so all event types
 meet in one DataFrame. Records with a broken envelope, an id the registry does not know or a body
 that does not decode become error rows (dead letters), never exceptions.
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING
@@ -32,7 +34,23 @@ class WriterSchemas:
     """Writer schemas by registry id, from a Confluent-compatible API (Apicurio's ccompat/v7)."""
 
     url: str
+    # Decode with the ids fetched so far, without asking the batch: the caller then `learn`s the
+    # batch's `schema_id`s and decodes again if one was new (a record is never refused unasked).
+    assume_known: bool = False
     _cache: dict[int, str | None] = field(default_factory=dict)
+
+    def trusting_cache(self) -> WriterSchemas:
+        """These schemas (the same cache) in `assume_known` mode."""
+        return WriterSchemas(self.url, True, self._cache)
+
+    def known(self) -> dict[int, str]:
+        return {sid: text for sid, text in self._cache.items() if text is not None}
+
+    def learn(self, ids: Iterable[int]) -> bool:
+        """Fetch the ids not asked before; whether one is in the registry (so a decode that assumed
+        the known ids only refused records it can decode, and must run again)."""
+        found = [self.get(sid) for sid in set(ids) if sid not in self._cache]
+        return any(text is not None for text in found)
 
     def get(self, schema_id: int) -> str | None:
         """The schema text, or None when the registry answers 404 (the record is dead-lettered)."""
@@ -57,6 +75,13 @@ class WriterSchemas:
 def field_names(schema_text: str) -> set[str]:
     doc = json.loads(schema_text)
     return {f["name"] for f in doc.get("fields", [])} if isinstance(doc, dict) else set()
+
+
+def required_fields(schema_text: str) -> list[str]:
+    """The record's fields that no valid body leaves null: their type is not a union with null (pure)."""
+    doc = json.loads(schema_text)
+    fields = doc.get("fields", []) if isinstance(doc, dict) else []
+    return [f["name"] for f in fields if not (isinstance(f["type"], list) and "null" in f["type"])]
 
 
 def decode(
@@ -98,9 +123,11 @@ def decode(
             ),
         )
     )
-    framed = base.where(envelope_error.isNull()).select("schema_id").distinct()
-    ids = sorted(int(r["schema_id"]) for r in framed.collect())
-    texts = {sid: text for sid in ids if (text := schemas.get(sid)) is not None}
+    texts = schemas.known() if schemas.assume_known else {}
+    if not texts:
+        framed = base.where(envelope_error.isNull()).select("schema_id").distinct()
+        ids = sorted(int(r["schema_id"]) for r in framed.collect())
+        texts = {sid: text for sid in ids if (text := schemas.get(sid)) is not None}
     bodies = {
         sid: F.when(
             F.col("schema_id") == sid, from_avro(event_shape.avro_body(), text, {"mode": "PERMISSIVE"})
@@ -110,7 +137,17 @@ def decode(
     decoded = base.select("*", *[body.alias(f"_e{sid}") for sid, body in bodies.items()])
     sid = F.col("schema_id").cast("string")
     known = F.col("schema_id").isin(*texts) if texts else F.lit(False)
-    decodes = reduce(operator.or_, [F.col(f"_e{i}").isNotNull() for i in texts], F.lit(False))
+    # A body cut short comes back from PERMISSIVE from_avro as a struct of nulls, not as null: a
+    # required field left null is what tells it apart from a record that decoded.
+    decodes = reduce(
+        operator.or_,
+        [
+            reduce(operator.and_, [F.col(f"_e{i}.`{n}`").isNotNull() for n in required_fields(text)],
+                   F.col(f"_e{i}").isNotNull())
+            for i, text in texts.items()
+        ],
+        F.lit(False),
+    )  # fmt: skip
     error = envelope_error.when(
         ~known, F.concat(F.lit("schema id "), sid, F.lit(" is not in the registry"))
     ).when(~decodes, F.concat(F.lit("Avro body does not decode with writer schema id "), sid))
@@ -128,4 +165,5 @@ def decode(
         F.col("timestamp").alias("event_ts"),
         *source_coordinates(error),
         *[field(n, t) for n, t in wanted.items()],
+        "schema_id",
     )

@@ -72,3 +72,25 @@ def behind(offsets: Offsets, ends: Offsets) -> dict[str, int]:
 def lag(offsets: Offsets, ends: Offsets) -> int:
     """Records between the committed offsets and the topics' end offsets (pure)."""
     return sum(behind(offsets, ends).values())
+
+
+def planned_records(checkpoint: Path, batch_id: int) -> int | None:
+    """At most how many records batch `batch_id` reads: its planned end offsets minus the previous
+    batch's, known before the batch runs (Spark writes `offsets/<n>` first). None when unknown: the
+    first batch (it starts wherever the query was told to), a partition the previous batch did not
+    have, or files already cleaned up. Compaction and transaction markers make the true count lower."""
+    if batch_id < 1:
+        return None
+    try:
+        ends = parse_offsets((checkpoint / "offsets" / str(batch_id)).read_text())
+        begins = parse_offsets((checkpoint / "offsets" / str(batch_id - 1)).read_text())
+    except FileNotFoundError:
+        return None
+    total = 0
+    for topic, parts in ends.items():
+        for part, end in parts.items():
+            begin = begins.get(topic, {}).get(part)
+            if begin is None:
+                return None
+            total += max(0, end - begin)
+    return total

@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -28,9 +29,10 @@ from materializers import (
     snapshots,
     spark_session,
     status,
+    timeline,
 )
 from materializers.catalog import CATALOG, lookup
-from materializers.config import RunConfig
+from materializers.config import SMALL_BATCH_ROWS, RunConfig
 from materializers.errors import ConflictingJobs, JobNotRunning
 from materializers.job import Job, claim_checkpoint, topic_partitions
 from materializers.verify import verify
@@ -68,6 +70,12 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument("--available-now", action="store_true", help="process what is there, then exit")
     start.add_argument(
         "--max-offsets-per-trigger", help="cap on records per micro-batch (default 0: all available)"
+    )
+    start.add_argument(
+        "--small-batch-rows",
+        help="a batch of at most this many records is applied whole from the driver in one Spark job "
+        f"(low latency), larger ones by the executors (default {SMALL_BATCH_ROWS}; 0: always the executors; "
+        "env MATERIALIZERS_SMALL_BATCH_ROWS)",
     )
     start.add_argument(
         "--warehouse-driver-rows",
@@ -137,6 +145,7 @@ def _config(args: argparse.Namespace, *, per_job: dict[str, str] | None = None) 
             "views",
             "max_offsets_per_trigger",
             "warehouse_driver_rows",
+            "small_batch_rows",
         )
     }
     return RunConfig.from_env().with_overrides(**flags)
@@ -177,6 +186,12 @@ def _start(args: argparse.Namespace) -> int:
     for plan in plans:
         claim_checkpoint(plan)
     spark = spark_session.build(config.master, "materializer-" + "+".join(args.names))
+    started = [
+        timeline.event("process", timeline.process_started_at()),
+        timeline.event("session", time.time()),
+    ]
+    for plan in plans:
+        timeline.append(plan.job_dir, started)
     code = runner.run([Job(spark, plan) for plan in plans], begin, available_now=args.available_now)
     for plan in plans:
         final = status.read(plan.job_dir)

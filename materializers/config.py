@@ -26,6 +26,8 @@ ENV_VIEWS = "MATERIALIZERS_VIEWS"
 ENV_MAX_OFFSETS = "MATERIALIZERS_MAX_OFFSETS_PER_TRIGGER"
 ENV_DRIVER_ROWS = "MATERIALIZERS_WAREHOUSE_DRIVER_ROWS"
 DRIVER_ROWS = 50_000
+ENV_SMALL_BATCH_ROWS = "MATERIALIZERS_SMALL_BATCH_ROWS"
+SMALL_BATCH_ROWS = 10_000
 VIEWS = ("cache", "search", "warehouse")
 
 
@@ -55,6 +57,10 @@ class RunConfig:
     # warehouse batches of at most this many changes are written from the driver (delta-rs), larger
     # ones by Spark; 0 = always Spark (a cluster whose driver cannot reach the table's path)
     warehouse_driver_rows: int = DRIVER_ROWS
+    # a batch of at most this many records is applied whole from the driver: ONE Spark job decodes
+    # it into Arrow, every view is written from there (a live stream's batches, where each further
+    # Spark job costs latency); larger batches (a backfill) spread over the executors; 0 = never
+    small_batch_rows: int = SMALL_BATCH_ROWS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RunConfig:
@@ -76,6 +82,7 @@ class RunConfig:
             views=parse_views(env.get(ENV_VIEWS) or ",".join(VIEWS)),
             max_offsets_per_trigger=parse_max_offsets(env.get(ENV_MAX_OFFSETS) or "0"),
             warehouse_driver_rows=parse_driver_rows(env.get(ENV_DRIVER_ROWS) or str(DRIVER_ROWS)),
+            small_batch_rows=parse_driver_rows(env.get(ENV_SMALL_BATCH_ROWS) or str(SMALL_BATCH_ROWS)),
         )
 
     def with_overrides(self, **flags: str | None) -> RunConfig:
@@ -93,6 +100,7 @@ class RunConfig:
             "views",
             "max_offsets_per_trigger",
             "warehouse_driver_rows",
+            "small_batch_rows",
         }
         if unknown:
             raise ConfigError(f"unknown run setting(s) {sorted(unknown)}")
@@ -103,8 +111,9 @@ class RunConfig:
             typed["views"] = parse_views(given["views"])
         if "max_offsets_per_trigger" in given:
             typed["max_offsets_per_trigger"] = parse_max_offsets(given["max_offsets_per_trigger"])
-        if "warehouse_driver_rows" in given:
-            typed["warehouse_driver_rows"] = parse_driver_rows(given["warehouse_driver_rows"])
+        for rows in ("warehouse_driver_rows", "small_batch_rows"):
+            if rows in given:
+                typed[rows] = parse_driver_rows(given[rows])
         home = typed.pop("home", None)
         updated = replace(self, **typed)  # type: ignore[arg-type]
         return replace(updated, home=Path(str(home))) if home else updated
@@ -151,9 +160,9 @@ def parse_max_offsets(text: str) -> int:
 
 
 def parse_driver_rows(text: str) -> int:
-    """Largest warehouse batch written from the driver: a non-negative integer (0 = always Spark)."""
+    """Largest batch applied from the driver: a non-negative integer (0 = always Spark)."""
     if not text.strip().isdigit():
         raise ConfigError(
-            f"warehouse driver rows {text!r} must be a non-negative integer (changes per batch, 0 = always Spark)"
+            f"driver rows {text!r} must be a non-negative integer (records per batch, 0 = always Spark)"
         )
     return int(text)

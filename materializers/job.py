@@ -27,7 +27,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafkakit.clients import admin_client
 from kafkakit.limits import DEAD_LETTER_MAX_RECORD_BYTES
@@ -39,6 +39,7 @@ from materializers.config import RunConfig
 from materializers.driver_memory import release_freed_memory
 from materializers.errors import CheckpointMismatch, SourceUnavailable
 from materializers.spec import Materializer
+from materializers.timeline import StepClock
 from materializers.views.delta_warehouse import DeltaWarehouse
 from materializers.views.redis_cache import REJECT_DDL, RedisCache, Reject
 from materializers.views.search_index import SearchIndex, latest_changes
@@ -226,6 +227,7 @@ class Job:
         self.decode = plan.spec.decoder()
         self.app_id = ""
         self.dead_letters = 0
+        self.clock = StepClock()  # the views' steps per batch, for the driver's timeline
 
     def prepare(self) -> None:
         """Fail before anything is written: Redis, the topic, the checkpoint's owner; then create state."""
@@ -275,18 +277,25 @@ class Job:
     def process_batch(self, batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
-        decoded = self.decode(batch, self.schemas)
+        timed = self.clock.timed
+        if self._small(batch_id):
+            self._in_driver(batch, batch_id)
+            return
+        with timed(batch_id, "plan"):  # Avro: the batch's writer schema ids are collected first
+            decoded = self.decode(batch, self.schemas)
         only = self._only_view()
         # A view that is the job's only reader decodes and applies in ONE Spark job, nothing
         # persisted; undecodable records come back beside the changes (cache: 6.8 -> 5.0 s per 50k
         # records on one core; search: 1.7 -> 0.6-0.8 s per 4k-record batch).
         if only == "cache":
             self._failpoint("before-views", batch_id)
-            self._cache(self._ordered(decoded), batch)
+            with timed(batch_id, "cache"):
+                self._cache(self._ordered(decoded), batch)
             return
         if only == "search":
             self._failpoint("before-views", batch_id)
-            self._index(decoded, batch_id, batch)
+            with timed(batch_id, "search"):
+                self._index(decoded, batch_id, batch)
             return
         # Persisted once decoded: every step below reads the decoded rows, none decodes again. Only
         # the cache reads the field maps (the other views read the data columns): without it they are
@@ -295,18 +304,90 @@ class Job:
         decoded = (decoded if self.plan.keeps("cache") else decoded.drop(*FIELD_MAPS)).persist()
         try:
             changes, errors = split(decoded)
-            rows, failed = decoded.agg(F.count(F.lit(1)), F.count("error")).first() or (0, 0)
+            with timed(batch_id, "decode"):
+                rows, failed = decoded.agg(F.count(F.lit(1)), F.count("error")).first() or (0, 0)
             if failed:
-                self._dead_letter(errors, failed)
+                with timed(batch_id, "dead_letters"):
+                    self._dead_letter(errors, failed)
             if rows > failed:
                 self._failpoint("before-views", batch_id)
                 changes = self._ordered(changes)
                 changes = changes.persist() if self.plan.spec.sequential else changes
                 self._views(changes, batch, batch_id, rows - failed)
             if self.plan.keeps("warehouse") and (batch_id + 1) % self.plan.config.optimize_every == 0:
-                self.warehouse.optimize(batch.sparkSession, rows - failed)
+                with timed(batch_id, "optimize"):
+                    self.warehouse.optimize(batch.sparkSession, rows - failed)
         finally:
             decoded.unpersist()
+
+    def _small(self, batch_id: int) -> bool:
+        """Whether the batch is small enough to apply whole from the driver (see `_in_driver`)."""
+        bound = checkpoint.planned_records(self.plan.checkpoint, batch_id)
+        if bound is None or bound > self.plan.config.small_batch_rows:
+            return False
+        return not self.plan.keeps("warehouse") or self.warehouse.in_driver(bound)
+
+    def _in_driver(self, batch: DataFrame, batch_id: int) -> None:
+        """A small batch: ONE Spark job decodes it into Arrow in the driver, and every view is written
+        from there, where the executors' path runs a Spark job per view (the decode persisted, the
+        cache's mapInArrow on Python workers, a collect for the index). Live batches of ~100 records
+        spent most of their ~2 s in those jobs' scheduling, and a restarted driver's first batch
+        waited for its Python workers to start."""
+        import pyarrow.compute as pc
+
+        timed = self.clock.timed
+        with timed(batch_id, "decode_to_driver"):
+            table = self._decoded_in_driver(batch, self.schemas.trusting_cache())
+        if "schema_id" in table.column_names:
+            if self.schemas.learn(table.column("schema_id").drop_null().to_pylist()):
+                with timed(batch_id, "decode_again"):  # a writer schema first seen in this batch
+                    table = self._decoded_in_driver(batch, self.schemas)
+            table = table.drop_columns(["schema_id"])
+        if "error" in table.column_names:
+            failed = table.filter(pc.is_valid(table.column("error")))
+            self._dead_letter_rejects(batch, [
+                (r["src_topic"], r["src_partition"], r["src_offset"], r["error"]) for r in failed.to_pylist()
+            ])  # fmt: skip
+            table = table.filter(pc.is_null(table.column("error"))).drop_columns(["error"])
+        if self.plan.spec.sequential:  # a fold's patches apply in version order per stream
+            table = table.sort_by([("entity", "ascending"), ("position", "ascending")])
+        if table.num_rows:
+            self._failpoint("before-views", batch_id)
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache") as pool:
+                cached = pool.submit(self._cache_table, table, batch_id) if self.plan.keeps("cache") else None
+                if self.index is not None:
+                    with timed(batch_id, "search"):
+                        self._index_rows(
+                            table.select(self._index_columns(table)).to_pylist(), batch_id, batch
+                        )
+                if self.plan.keeps("warehouse"):
+                    with timed(batch_id, "warehouse"):
+                        self.warehouse.write_collected(
+                            batch.sparkSession, table, self.app_id, batch_id, self.plan.spec.data_columns
+                        )
+                rejects = cached.result() if cached is not None else []
+            self._dead_letter_rejects(batch, rejects)
+            self._failpoint("after-warehouse", batch_id)
+        if self.plan.keeps("warehouse") and (batch_id + 1) % self.plan.config.optimize_every == 0:
+            with timed(batch_id, "optimize"):
+                self.warehouse.optimize(batch.sparkSession, table.num_rows)
+
+    def _decoded_in_driver(self, batch: DataFrame, schemas: WriterSchemas) -> pa.Table:
+        """The batch decoded, as Arrow in the driver: the columns the views read (one Spark job)."""
+        from pyspark.sql import functions as F
+
+        decoded = self.decode(batch, schemas).drop("src_key", "src_value")  # dead letters re-read them
+        if self.plan.keeps("warehouse"):
+            decoded = decoded.withColumn("event_date", F.to_date("event_ts"))  # as Spark's path does
+        return (decoded if self.plan.keeps("cache") else decoded.drop(*FIELD_MAPS)).toArrow()
+
+    def _cache_table(self, table: pa.Table, batch_id: int) -> list[Reject]:
+        """The cache written from the driver, by the function the executors run on their partitions."""
+        with self.clock.timed(batch_id, "cache"):
+            out = self.cache.apply_arrow(iter(table.select(list(REDIS_COLUMNS)).to_batches()))
+            rejects = [r for part in out for r in part.to_pylist()]
+        self._failpoint("after-cache", batch_id)
+        return [(r["topic"], r["partition"], r["offset"], r["error"]) for r in rejects]
 
     def _only_view(self) -> str | None:
         kept = [v for v in ("cache", "warehouse") if self.plan.keeps(v)] + (["search"] if self.index else [])
@@ -319,31 +400,35 @@ class Job:
         return changes.repartition("entity").sortWithinPartitions("entity", "position")
 
     def _views(self, changes: DataFrame, batch: DataFrame, batch_id: int, rows: int) -> None:
+        timed = self.clock.timed
         try:
             # The executors write the cache while the driver writes the index and a small warehouse
             # batch: neither waits for the other.
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache") as pool:
                 cached = (
-                    pool.submit(self._cache_rejects, changes, batch_id) if self.plan.keeps("cache") else None
+                    pool.submit(self._timed_cache, changes, batch_id) if self.plan.keeps("cache") else None
                 )
                 data = self.plan.spec.data_columns
                 # A small batch reaches the driver once for the index and the warehouse (a Spark job less).
-                collected = (
-                    self.warehouse.collect(changes, data, self.plan.spec.search_fields)
-                    if self.index is not None
-                    and self.plan.keeps("warehouse")
-                    and self.warehouse.in_driver(rows)
-                    else None
-                )
+                collected = None
+                if self.index is not None and self.plan.keeps("warehouse") and self.warehouse.in_driver(rows):
+                    with timed(batch_id, "collect"):
+                        collected = self.warehouse.collect(changes, data, self.plan.spec.search_fields)
                 if self.index is not None:
-                    self._index(changes, batch_id, batch, collected)
+                    with timed(batch_id, "search"):
+                        self._index(changes, batch_id, batch, collected)
                 if self.plan.keeps("warehouse"):
-                    self.warehouse.write_batch(changes, self.app_id, batch_id, data, rows, collected)
+                    with timed(batch_id, "warehouse"):
+                        self.warehouse.write_batch(changes, self.app_id, batch_id, data, rows, collected)
                 rejects = cached.result() if cached is not None else []
             self._dead_letter_rejects(batch, rejects)
             self._failpoint("after-warehouse", batch_id)
         finally:
             changes.unpersist()
+
+    def _timed_cache(self, changes: DataFrame, batch_id: int) -> list[Reject]:
+        with self.clock.timed(batch_id, "cache"):
+            return self._cache_rejects(changes, batch_id)
 
     def _cache(self, changes: DataFrame, batch: DataFrame) -> None:
         self._dead_letter_rejects(batch, self._cache_rejects(changes))
@@ -383,18 +468,23 @@ class Job:
         driver JVM out of heap on 250k-entity backfill batches. `changes` may still hold the
         decoder's error rows: those go to the dead-letter topic. `collected`: the batch as the
         warehouse collected it (error rows split off), if it did."""
-        assert self.index is not None
-        fields = self.plan.spec.search_fields
-        errors = ["src_topic", "src_partition", "src_offset", "error"] if "error" in changes.columns else []
-        wanted = ["entity", "position", "op", "keep_fields", *fields, *errors]
+        wanted = self._index_columns(collected if collected is not None else changes)
         rows = (
             collected.select(wanted) if collected is not None else changes.select(*wanted).toArrow()
         ).to_pylist()
+        self._index_rows(rows, batch_id, batch)
+
+    def _index_columns(self, source: DataFrame | pa.Table) -> list[str]:
+        errors = ["src_topic", "src_partition", "src_offset", "error"] if "error" in source.columns else []
+        return ["entity", "position", "op", "keep_fields", *self.plan.spec.search_fields, *errors]
+
+    def _index_rows(self, rows: list[dict[str, Any]], batch_id: int, batch: DataFrame) -> None:
+        assert self.index is not None
         failed = [
             (r["src_topic"], r["src_partition"], r["src_offset"], r["error"]) for r in rows if r.get("error")
         ]
         self._dead_letter_rejects(batch, failed)
-        latest = latest_changes((r for r in rows if not r.get("error")), fields)
+        latest = latest_changes((r for r in rows if not r.get("error")), self.plan.spec.search_fields)
         if latest:
             self.index.apply_batch(self.app_id, batch_id, latest)
         del rows, latest

@@ -63,7 +63,9 @@ def fold(events: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, str]:
 def _patch_columns() -> tuple[Column, Column]:
     from pyspark.sql import functions as F
 
-    et, m = F.col("event_type"), F.create_map
+    # An error row (a body that did not decode) has no fields: building its map keys from them would
+    # fail the whole batch (a null map key), where the row belongs in the dead letters.
+    et, m = F.when(F.col("error").isNull(), F.col("event_type")), F.create_map
     sets = (
         F.when(
             et == "order.created",
@@ -108,7 +110,7 @@ def transform(df: DataFrame, schemas: WriterSchemas) -> DataFrame:
         .withColumn("set_fields", sets)
         .withColumn("del_fields", dels)
         .withColumn("keep_fields", F.array().cast("array<string>"))  # events always carry their fields
-        .select(*CHANGE_COLUMNS, "src_key", "src_value", "error", "event_type", *WANTED)
+        .select(*CHANGE_COLUMNS, "src_key", "src_value", "error", "event_type", *WANTED, "schema_id")
     )
 
 

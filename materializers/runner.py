@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from kafkakit.positions import StartPosition
-from materializers import lifecycle, status
+from materializers import lifecycle, status, timeline
 from materializers.errors import ConflictingJobs
 
 if TYPE_CHECKING:
@@ -69,6 +69,8 @@ class _Running:
     status: status.JobStatus
     query: StreamingQuery | None = None
     done: bool = False
+    recorded: int = -1  # the last batch id written to the job's timeline
+    seen: object = None  # the timestamp of the last progress polled
 
 
 def run(jobs: Sequence[Job], start: StartPosition, *, available_now: bool = False) -> int:
@@ -108,6 +110,7 @@ def _begin(job: Job, start: StartPosition, available_now: bool) -> _Running:
         _settle(r, error=exc)
         return r
     r.status = replace(current, state="running", app_id=job.app_id)
+    timeline.append(plan.job_dir, [timeline.event("query", time.time())])
     return r
 
 
@@ -153,7 +156,33 @@ def _settle(r: _Running, *, error: BaseException | Any | None) -> None:
 
 
 def _publish(r: _Running, progress: dict[str, Any] | None) -> status.JobStatus:
+    if progress:
+        _record_batches(r, progress)
     updated = status.from_progress(r.status, progress) if progress else r.status
     updated = replace(updated, dead_letters=r.job.dead_letters, updated_at=time.time())
     status.write(r.job.plan.job_dir, updated)
     return updated
+
+
+def _record_batches(r: _Running, last: dict[str, Any]) -> None:
+    """Write the batches run since the last poll to the job's timeline. The poll usually sees each
+    batch as the last progress; only when it missed some does it ask Spark for the recent ones."""
+    if last.get("timestamp") == r.seen:  # no progress since the last poll
+        return
+    r.seen = last.get("timestamp")
+    last_id = int(last.get("batchId", -1))
+    if last_id <= r.recorded:
+        return
+    assert r.query is not None
+    progresses = [last] if last_id == r.recorded + 1 else r.query.recentProgress
+    ran = [
+        p
+        for p in progresses
+        if int(p.get("batchId", -1)) > r.recorded and "addBatch" in p.get("durationMs", {})  # not idle
+    ]
+    timeline.append(
+        r.job.plan.job_dir,
+        [timeline.batch_event(p, r.job.clock.take(int(p["batchId"]))) for p in ran],
+    )
+    if ran:
+        r.recorded = max(int(p["batchId"]) for p in ran)

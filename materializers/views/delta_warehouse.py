@@ -37,7 +37,7 @@ One job writes a warehouse: the ceiling is what this writer knows of the table.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -85,6 +85,14 @@ class DeltaWarehouse:
     def history_path(self) -> str:
         return str(self.root / "history")
 
+    def read(self, entities: Sequence[str]) -> dict[str, dict[str, object]]:
+        """The current rows of these entities (deleted ones left out), read with `deltalake`."""
+        if not entities:
+            return {}
+        wanted = ", ".join(delta_driver.literal(e) for e in entities)
+        rows = query(self.current_path, f"SELECT * FROM t WHERE NOT deleted AND entity IN ({wanted})")
+        return {str(r["entity"]): r for r in rows}
+
     def ensure_tables(self, spark: SparkSession) -> None:
         # A restarted driver finds its tables there: checking the log directory costs nothing, where
         # Spark's CREATE TABLE IF NOT EXISTS (which would change nothing) analysed and read each
@@ -112,7 +120,7 @@ class DeltaWarehouse:
         written from the driver, from `collected` if the caller collected it already (`collect`)."""
         if self.in_driver(rows):
             batch = self.collect(changes, data_columns) if collected is None else collected
-            self._write_in_driver(changes.sparkSession, batch, app_id, batch_id, data_columns)
+            self.write_collected(changes.sparkSession, batch, app_id, batch_id, data_columns)
             return
         unique = unique_entities(changes)
         self._append_history(changes, app_id, batch_id, data_columns, unique)
@@ -163,9 +171,10 @@ class DeltaWarehouse:
             *wanted, *[c for c in extra if c not in wanted], F.to_date("event_ts").alias("event_date")
         ).toArrow()
 
-    def _write_in_driver(
+    def write_collected(
         self, spark: SparkSession, batch: pa.Table, app_id: str, batch_id: int, data_columns: tuple[str, ...]
     ) -> None:
+        """Write a batch already in the driver as Arrow (the columns of `collect`) with delta-rs."""
         entities = batch.column("entity").to_pylist()
         positions = batch.column("position").to_pylist()
         history, current = self._driver_table(self.history_path), self._driver_table(self.current_path)

@@ -179,8 +179,20 @@ class SearchIndex:
         found: dict[str, dict[str, str]] = {}
         for _score, address in searcher.search(query, total).hits:
             doc = searcher.doc(address).to_dict()
-            found[doc["key"][0]] = {k: v[0] for k, v in doc.items() if k in self.text_fields}
+            found[doc["key"][0]] = self._text(doc)
         return found
+
+    def read(self, key: str) -> dict[str, str] | None:
+        """The stored text fields of the entity's live document; None when absent or deleted."""
+        index = self.index()
+        index.reload()
+        doc = self._stored(index.searcher(), key)
+        if doc is None or doc["live"] != ["true"]:
+            return None
+        return self._text(doc)
+
+    def _text(self, doc: Mapping[str, Sequence[str]]) -> dict[str, str]:
+        return {k: v[0] for k, v in doc.items() if k in self.text_fields}
 
     def search(self, text: str, limit: int = 10) -> list[str]:
         index = self.index()

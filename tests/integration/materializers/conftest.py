@@ -230,12 +230,13 @@ def wait_for_failpoint(marker: Path, driver: Any, timeout: float = 240.0) -> Non
     assert marker.exists(), f"driver never reached its failpoint (exit {driver.poll()})"
 
 
-def run_once(spark: Any, plan: Any, start: str = "earliest") -> Any:
-    """Run a job until it has processed everything available now; return the Job."""
+def run_once(spark: Any, plan: Any, start: str = "earliest", job: Any = None) -> Any:
+    """Run a job (a new one, or `job` again: what it learned stays) until it has processed everything
+    available now; return the Job."""
     from kafkakit.positions import parse_start
     from materializers.job import Job
 
-    job = Job(spark, plan)
+    job = job or Job(spark, plan)
     query = job.start(parse_start(start), available_now=True)
     query.awaitTermination(240)
     assert query.exception() is None, query.exception()

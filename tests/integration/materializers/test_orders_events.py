@@ -17,8 +17,14 @@ from materializers.views.delta_warehouse import query
 pytestmark = pytest.mark.integration
 
 
+# Batches after the first of a query are applied from the driver when small (one Spark job), larger
+# ones by the executors: each path must fold, dead-letter and deduplicate alike.
+PATHS = pytest.mark.parametrize("small_batch_rows", ["10000", "0"], ids=["driver", "executors"])
+
+
+@PATHS
 def test_order_fold_facts_and_dead_letters(
-    spark: Any, topics: Any, producer: Any, run_config: Any, endpoints: Any, uid: str
+    spark: Any, topics: Any, producer: Any, run_config: Any, endpoints: Any, uid: str, small_batch_rows: str
 ) -> None:
     events = OrderEvents(endpoints.schema_registry_url, uid)
     topic = topics("mat-orders")
@@ -33,22 +39,30 @@ def test_order_fold_facts_and_dead_letters(
         events.record("o-2", 1, "order.created", order_id="o-2", customer_id="c-1"),
         events.record("o-2", 2, "order.cancelled", order_id="o-2", reason="changed mind"),
     ]
-    for key, value, headers in good[:3]:
+    plan = JobPlan.of(ORDERS, run_config(topic=topic, small_batch_rows=small_batch_rows))
+    producer.produce(topic, key=good[0][0], value=good[0][1], headers=good[0][2])
+    producer.flush()
+    first = run_once(spark, plan)  # the query's first batch: the rest come in a later, known-size batch
+    for key, value, headers in good[1:3]:
         producer.produce(topic, key=key, value=value, headers=headers)
     created = good[0]
     poison = [
         (created[0], b"\x01" + created[1][1:], created[2]),  # wrong magic byte
         (created[0], struct.pack(">bI", 0, 987_654_321) + b"\x02", created[2]),  # id unknown to the registry
         (b"o-3", created[1], [("event-type", b"order.exploded"), ("stream-version", b"1")]),  # unknown type
+        (b"o-4", good[1][1][:6], [("event-type", b"order.line_added"), ("stream-version", b"1")]),  # cut body
     ]
     for key, value, headers in poison:
         producer.produce(topic, key=key, value=value, headers=headers)
     for key, value, headers in good[3:]:
         producer.produce(topic, key=key, value=value, headers=headers)
     producer.flush()
-
-    plan = JobPlan.of(ORDERS, run_config(topic=topic))
-    job = run_once(spark, plan)
+    job = run_once(spark, plan, job=first)  # the same driver: it knows order.created's schema
+    steps = job.clock.take(1)
+    assert ("decode_to_driver" in steps) == (small_batch_rows != "0") and "cache" in steps
+    # The driver decoded with the writer schemas it knew (order.created's), learned the batch's new
+    # ones from its schema ids, and decoded again: no record was refused for a schema it had not asked for.
+    assert ("decode_again" in steps) == (small_batch_rows != "0")
     assert [str(d) for d in verify(plan)] == []
     cache = plan.cache()
     assert cache.read("o-1") == {
@@ -64,13 +78,14 @@ def test_order_fold_facts_and_dead_letters(
         "status": "cancelled",
         "reason": "changed mind",
     }
-    assert job.dead_letters == 3
+    assert job.dead_letters == 4
     dlq = {
         int(dict(m.headers())["dlq-source-offset"]): dict(m.headers())["dlq-error"].decode()
         for m in read_all(endpoints.kafka_bootstrap_servers, plan.dlq_topic)
     }
-    assert sorted(dlq) == [3, 4, 5]
+    assert sorted(dlq) == [3, 4, 5, 6]
     assert "Confluent wire format" in dlq[3] and "987654321" in dlq[4] and "order.exploded" in dlq[5]
+    assert "does not decode" in dlq[6]  # a line without its fields: dead-lettered, the batch goes on
 
     # Duplicates (a producer retry, a replayed stream) arrive later: nothing changes.
     for key, value, headers in good[1:3] + good[5:]:
@@ -85,20 +100,20 @@ def test_order_fold_facts_and_dead_letters(
     assert [str(d) for d in verify(plan)] == []
 
 
+@PATHS
 def test_version_gap_dead_letter_keeps_the_original_bytes(
-    spark: Any, topics: Any, producer: Any, run_config: Any, endpoints: Any, uid: str
+    spark: Any, topics: Any, producer: Any, run_config: Any, endpoints: Any, uid: str, small_batch_rows: str
 ) -> None:
     """The cache refuses v3 after v1 (v2 missing); the dead letter carries v3's exact key and value."""
     events = OrderEvents(endpoints.schema_registry_url, uid)
     topic = topics("mat-orders-gap")
     first = events.record("g-1", 1, "order.created", order_id="g-1", customer_id="c-1")
     skipped = events.record("g-1", 3, "order.placed", order_id="g-1", total_cents=5)
+    plan = JobPlan.of(ORDERS, run_config(topic=topic, small_batch_rows=small_batch_rows))
     for key, value, headers in (first, skipped):
         producer.produce(topic, key=key, value=value, headers=headers)
-    producer.flush()
-
-    plan = JobPlan.of(ORDERS, run_config(topic=topic))
-    job = run_once(spark, plan)
+        producer.flush()
+        job = run_once(spark, plan)  # v3 comes in the second batch: the first of known size
     assert job.dead_letters == 1
     assert plan.cache().read("g-1") == {"order_id": "g-1", "customer_id": "c-1", "status": "draft"}
     [letter] = read_all(endpoints.kafka_bootstrap_servers, plan.dlq_topic)

@@ -20,7 +20,10 @@ def row(name: str) -> dict[str, Any]:
     return {"name": name, "description": f"{name} desc", "price": "1.00", "stock": 1}
 
 
-def test_older_positions_never_win(spark: Any, topics: Any, producer: Any, run_config: Any) -> None:
+@pytest.mark.parametrize("small_batch_rows", ["10000", "0"], ids=["driver", "executors"])
+def test_older_positions_never_win(
+    spark: Any, topics: Any, producer: Any, run_config: Any, small_batch_rows: str
+) -> None:
     topic = topics("mat-ooo")
     first = [
         debezium(1, 300, "u", row("v300")),
@@ -30,7 +33,8 @@ def test_older_positions_never_win(spark: Any, topics: Any, producer: Any, run_c
     for key, value in first:
         producer.produce(topic, key=key, value=value)
     producer.flush()
-    plan = JobPlan.of(PRODUCTS, run_config(topic=topic))
+    # The second batch is the first of known size: applied from the driver when small, else by executors.
+    plan = JobPlan.of(PRODUCTS, run_config(topic=topic, small_batch_rows=small_batch_rows))
     run_once(spark, plan)
 
     # Next batch: an older update of 1, a duplicate of 1@300, a late (pre-delete) update of 2, and a
