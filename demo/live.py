@@ -1,5 +1,6 @@
 """The demo's live phase: row changes and order commands keep flowing while the materializers run;
-commit-to-view latency is probed through the Redis cache, and the jobs' status is shown live."""
+commit-to-view latency is probed in each view of the products (Redis cache, search index, Delta
+current table), and the jobs' status is shown live."""
 
 from __future__ import annotations
 
@@ -19,13 +20,17 @@ from materializers.job import JobPlan
 PROBE_IDS = 40
 
 
+VIEWS = ("cache", "search", "warehouse")  # the products materializer's views, each probed
+
+
 @dataclass(slots=True)
 class Probe:
-    """A price written at `committed_at`; done when the cache shows it."""
+    """A product name written at `committed_at`; done when every view shows it."""
 
     product_id: int
-    price: str
+    name: str
     committed_at: float
+    unseen: set[str] = field(default_factory=lambda: set(VIEWS))
 
 
 @dataclass(slots=True)
@@ -68,16 +73,19 @@ class RowWorkload:
         self.changes += 1
 
     def probe(self, conn: psycopg.Connection[tuple[object, ...]]) -> Probe:
-        """Give a product a price no other probe used and note when it committed. Probes cycle
-        through the probe products, so a later probe rarely overwrites one not yet seen."""
+        """Give a product a name no other probe used (its own name + " #N") and note when it
+        committed; every view keeps the name (the search index too). Probes cycle through the probe
+        products, so a later probe rarely overwrites one not yet seen."""
         product_id = 1 + self.probes_sent % (min(self.next_id, PROBE_IDS) - 1)
         self.probes_sent += 1
-        price = f"{self.probes_sent}.{self.rng.randint(10, 99)}"
-        conn.execute(
-            f"update {self.schema}.products set price = %s where id = %s".encode(), (price, product_id)
-        )
+        row = conn.execute(
+            f"update {self.schema}.products set name = regexp_replace(name, ' #[0-9]+$', '') || %s "
+            "where id = %s returning name".encode(),
+            (f" #{self.probes_sent}", product_id),
+        ).fetchone()
+        assert row is not None, f"probe product {product_id} is missing"
         self.changes += 1
-        return Probe(product_id, price, time.time())
+        return Probe(product_id, str(row[0]), time.time())
 
 
 def supersede(probes: list[Probe], new: Probe) -> list[Probe]:
@@ -85,14 +93,58 @@ def supersede(probes: list[Probe], new: Probe) -> list[Probe]:
     return [p for p in probes if p.product_id != new.product_id] + [new]
 
 
-def settle_probes(probes: list[Probe], read_price: Callable[[int], str | None]) -> list[float]:
-    """Latencies (ms) of the probes the cache now reflects; those are removed from `probes`."""
+NameReader = Callable[[list[int]], dict[int, str]]
+
+
+def settle_probes(probes: list[Probe], readers: dict[str, NameReader]) -> list[tuple[str, float]]:
+    """(view, latency ms) of each probe a view now shows; a probe every view showed is removed.
+    `readers`: the views to look at this time, each giving the names it holds for some products."""
     seen = []
-    for probe in list(probes):
-        if read_price(probe.product_id) == probe.price:
-            seen.append((time.time() - probe.committed_at) * 1000)
-            probes.remove(probe)
+    for view, read in readers.items():
+        waiting = [p for p in probes if view in p.unseen]
+        if not waiting:
+            continue
+        names = read(sorted({p.product_id for p in waiting}))
+        for probe in waiting:
+            if names.get(probe.product_id) == probe.name:
+                seen.append((view, (time.time() - probe.committed_at) * 1000))
+                probe.unseen.discard(view)
+    probes[:] = [p for p in probes if p.unseen]
     return seen
+
+
+@dataclass
+class ViewReaders:
+    """Reads probe products' names from each view of the products plan. The warehouse (a Delta
+    scan in this process) is read at most every `warehouse_every_s`: polled as often as Redis, it
+    would take a core from the driver it measures."""
+
+    plan: JobPlan
+    warehouse_every_s: float = 0.25
+    _warehouse_at: float = field(default=float("-inf"), init=False)
+
+    def due(self) -> dict[str, NameReader]:
+        readers: dict[str, NameReader] = {"cache": self.cache, "search": self.search}
+        if time.monotonic() - self._warehouse_at >= self.warehouse_every_s:
+            self._warehouse_at = time.monotonic()
+            readers["warehouse"] = self.warehouse
+        return readers
+
+    def cache(self, ids: list[int]) -> dict[int, str]:
+        cache = self.plan.cache()
+        return {i: str(row["name"]) for i in ids if (row := cache.read(str(i))) and "name" in row}
+
+    def search(self, ids: list[int]) -> dict[int, str]:
+        index = self.plan.search()
+        assert index is not None
+        return {i: doc["name"] for i in ids if (doc := index.read(str(i))) and "name" in doc}
+
+    def warehouse(self, ids: list[int]) -> dict[int, str]:
+        try:
+            rows = self.plan.warehouse().read([str(i) for i in ids])
+        except OSError:  # the table is mid-commit or not created yet: read again next time
+            return {}
+        return {int(key): str(row["name"]) for key, row in rows.items()}
 
 
 @dataclass
@@ -130,10 +182,10 @@ def status_table(gauge: LagGauge, latency_ms: float | None, changes: int, elapse
             job.name, job.state, str(job.batch_id), shown_lag, f"{job.input_rows_per_second:.0f}",
             f"{job.processed_rows_per_second:.0f}", f"{job.last_batch_ms} ms", str(job.dead_letters),
         )  # fmt: skip
-    table.caption = f"latest commit->cache latency: {'-' if latency_ms is None else f'{latency_ms:.0f} ms'}"
+    table.caption = f"latest commit->view latency: {'-' if latency_ms is None else f'{latency_ms:.0f} ms'}"
     return table
 
 
-def sample(gauge: LagGauge, started: float, latency_ms: float | None) -> Sample:
+def sample(gauge: LagGauge, started: float, view: str, latency_ms: float | None) -> Sample:
     behind = sum(job.total_lag or 0 for job in gauge.jobs().values() if job is not None)
-    return Sample(at_s=time.time() - started, lag_records=behind, latency_ms=latency_ms)
+    return Sample(at_s=time.time() - started, lag_records=behind, latency_ms=latency_ms, view=view)

@@ -37,14 +37,14 @@ from cdc.connector_spec import SCHEMALESS_JSON, ConnectorSpec, DatabaseSpec
 from cdc.preflight import run_preflight
 from cdc.slots import drop_slot
 from demo import live, orders, shop
-from demo.report import Summary, print_summary, write_report
+from demo.report import Summary, print_summary, print_time_spent, write_report
 from devstack.session import StackHandle, open_stack
 from eventstore.config import StoreConfig
 from eventstore.registration import register_all
 from eventstore.topics import ensure_topics
 from kafkakit.clients import make_consumer
 from kafkakit.logs import configure_demo_logging
-from materializers import checkpoint, lag
+from materializers import checkpoint, lag, timeline
 from materializers.catalog import lookup
 from materializers.config import RunConfig
 from materializers.job import JobPlan
@@ -257,17 +257,14 @@ def wait_caught_up(plans: list[JobPlan], procs: dict[str, subprocess.Popen[bytes
 
 def live_phase(stack: StackHandle, cfg: DemoConfig, plans: list[JobPlan], store: StoreConfig,
                procs: dict[str, subprocess.Popen[bytes]], summary: Summary) -> None:  # fmt: skip
-    cache = plans[0].cache()  # products
+    readers = live.ViewReaders(plans[0])  # products: cache, search, warehouse
     workload = live.RowWorkload(stack.pg_dsn, cfg.schema, next_id=cfg.count(1000, 60) + 1)
     tally = orders.Tally()
     client = orders.OrderClient(store, worker=90, tally=tally, seed=99)
     probes: list[live.Probe] = []
     gauge = live.LagGauge(plans)
-    started = time.time()
+    started = summary.live_started_at = time.time()
     last_probe, latest, crashed = 0.0, None, False
-
-    def price_of(product_id: int) -> str | None:
-        return (cache.read(str(product_id)) or {}).get("price")
 
     with (
         psycopg.connect(stack.pg_dsn, autocommit=True) as conn,
@@ -282,9 +279,9 @@ def live_phase(stack: StackHandle, cfg: DemoConfig, plans: list[JobPlan], store:
             if time.time() - last_probe > 1.0:
                 probes = live.supersede(probes, workload.probe(conn))
                 last_probe = time.time()
-            for latency in live.settle_probes(probes, price_of):
+            for seen_in, latency in live.settle_probes(probes, readers.due()):
                 latest = latency
-                summary.samples.append(live.sample(gauge, started, latency))
+                summary.samples.append(live.sample(gauge, started, seen_in, latency))
                 _note_recovery(summary, time.time() - started, latency)
             # The kill waits for a steady baseline: a third of the phase and at least one change seen.
             if not crashed and time.time() - started > cfg.live_seconds / 3 and summary.samples:
@@ -310,10 +307,28 @@ def live_phase(stack: StackHandle, cfg: DemoConfig, plans: list[JobPlan], store:
     # a minute on 2 cores, so wait as long as the catch-up check does.
     deadline = time.time() + 300
     while probes and time.time() < deadline:
-        for latency in live.settle_probes(probes, price_of):
-            summary.samples.append(live.sample(gauge, started, latency))
+        for seen_in, latency in live.settle_probes(probes, readers.due()):
+            summary.samples.append(live.sample(gauge, started, seen_in, latency))
             _note_recovery(summary, time.time() - started, latency)
         time.sleep(0.2)
+
+
+def note_time_spent(summary: Summary, plans: list[JobPlan], until: float) -> None:
+    """Each job's restart phases (from the kill) and its steady batches' median steps: before the
+    kill, and from shortly after the recovery (the restart's first batches are the recovery's)."""
+    if summary.killed_at_s is None:
+        return
+    killed = summary.live_started_at + summary.killed_at_s
+    recovered = summary.live_started_at + (summary.recovered_at_s or until - summary.live_started_at)
+    for plan in plans:
+        entries = timeline.read(plan.job_dir)
+        summary.recovery_phases[plan.spec.name] = timeline.startup(entries, after=killed)
+        steady = [
+            e
+            for e in entries
+            if summary.live_started_at <= e["at"] < killed or recovered + 5 <= e["at"] < until
+        ]
+        summary.steady_batches[plan.spec.name] = timeline.batch_medians(steady, 0.0, until)
 
 
 def _note_recovery(summary: Summary, seen_at_s: float, latency_ms: float) -> None:
@@ -424,6 +439,7 @@ def run(stack: StackHandle, cfg: DemoConfig) -> Summary:
             done["ok"] = summary.checks["materializers caught up after the live phase"] = wait_caught_up(
                 plans, procs, timeout=300
             )
+        note_time_spent(summary, plans, until=time.time())
         summary.checks["search answered from the index"] = demonstrate_search(plans)
         summary.checks["replay from an offset"] = demonstrate_replay(store)
         for plan in plans:
@@ -452,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     with open_stack(keep_started=cfg.keep) as stack:
         summary = run(stack, cfg)
         print_summary(console, summary)
+        print_time_spent(console, summary)
         plot = write_report(cfg.report_dir, summary)
         console.print(f"report: {cfg.report_dir / 'summary.json'}, {plot}")
         if cfg.keep:
