@@ -410,6 +410,7 @@ class Prober:
     seen_stamp: Callable[[list[int]], dict[int, int]]
     pending: list[Pending] = field(default_factory=list)
     latencies_ms: list[float] = field(default_factory=list)
+    sighted: list[tuple[float, float]] = field(default_factory=list)  # (committed_at, seen_at), all rows
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop: threading.Event = field(default_factory=threading.Event)
     measuring: threading.Event = field(default_factory=threading.Event)
@@ -434,6 +435,7 @@ class Prober:
             left = []
             for p in todo:
                 if stamps.get(p.entity, -1) >= p.stamp:
+                    self.sighted.append((p.committed_at, now))
                     if self.measuring.is_set():
                         self.latencies_ms.append((now - p.committed_at) * 1000)
                 else:
@@ -539,6 +541,23 @@ def load_table(dsn: str, schema: str, rows: int) -> str:
     return table
 
 
+def captured_table(
+    base: RunConfig, schema: str, rows: int, extra: dict[str, str]
+) -> tuple[str, ConnectorSpec]:
+    """A products table of `rows` rows in its own schema, and the latency-tuned connector spec for it."""
+    table = load_table(base.endpoints.pg_dsn, schema, rows)
+    name = schema.replace("_", "-")
+    spec = ConnectorSpec(
+        name=name,
+        database=DatabaseSpec.from_dsn(base.endpoints.pg_dsn),
+        topic_prefix=name.replace("-", ""),
+        tables=(table,),
+        heartbeat=HeartbeatSpec(enabled=False),
+        extra={**LATENCY_CONNECTOR, **extra},
+    )
+    return table, spec
+
+
 @dataclass(frozen=True)
 class Driver:
     """One driver process of a latency layout: the views it keeps and, when set, its own trigger."""
@@ -584,15 +603,7 @@ def run_latency(
     schemas: bool = True,
 ) -> dict[str, Any]:
     schema = f"bench_mat_{tag}"
-    table = load_table(base.endpoints.pg_dsn, schema, rows)
-    spec = ConnectorSpec(
-        name=f"bench-mat-{tag}",
-        database=DatabaseSpec.from_dsn(base.endpoints.pg_dsn),
-        topic_prefix=f"benchmat{tag}",
-        tables=(table,),
-        heartbeat=HeartbeatSpec(enabled=False),
-        extra={**LATENCY_CONNECTOR, **({} if schemas else SCHEMALESS_JSON)},
-    )
+    table, spec = captured_table(base, schema, rows, {} if schemas else SCHEMALESS_JSON)
     connect = ConnectClient(base.endpoints.kafka_connect_url)
     # One driver per group of views: the plan of the driver that keeps a view is where it lives.
     plans = [
