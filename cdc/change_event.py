@@ -1,8 +1,10 @@
 """Typed Debezium change events decoded from Kafka records (pure: bytes in, values out, no I/O).
 
-Assumes the Connect worker (or the connector spec) uses JsonConverter with schemas.enable=true for
-keys and values, so each record is `{"schema": ..., "payload": ...}` and values are read by the schema's
-semantic names (see `cdc.values`).
+Two record formats, one decoder: JsonConverter with schemas.enable=true (`{"schema": ..., "payload":
+...}`), and Avro in Confluent framing (magic byte 0 + schema id), told apart by their first byte. An Avro
+record's writer schema comes from `schemas` (a `SchemaLookup`, e.g. `cdc.registry_client.RegistryClient`)
+and `cdc.avro_records` turns it into the same schema/payload shape, so values are read by the schema's
+semantic names in `cdc.values` whichever format carried them.
 
 Guarantees:
 - A record with a null value is a `Tombstone` (Debezium writes one after each delete so compaction can
@@ -22,7 +24,8 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any
 
-from cdc.errors import ChangeEventDecodeError, ValueDecodeError
+from cdc.avro_records import SchemaLookup, avro_document, is_avro_framed
+from cdc.errors import ChangeEventDecodeError, SchemaNotFound, ValueDecodeError
 from cdc.values import DEFAULT_UNAVAILABLE_PLACEHOLDER, decode_struct
 
 Row = Mapping[str, Any]
@@ -113,17 +116,30 @@ def decode_record(
     key: bytes | None,
     value: bytes | None,
     placeholder: str = DEFAULT_UNAVAILABLE_PLACEHOLDER,
+    schemas: SchemaLookup | None = None,
 ) -> ChangeEvent | Tombstone:
-    """Decode one Kafka record of a Debezium table topic; raise `ChangeEventDecodeError` if it is not one."""
+    """Decode one Kafka record of a Debezium table topic; raise `ChangeEventDecodeError` if it is not one.
+
+    `schemas` resolves Avro records' schema ids; its `RegistryUnavailable` propagates (no record can be
+    read while the registry is away), while an id it does not know is this record's decode error.
+    """
     where = RecordPosition(topic=topic, partition=partition, offset=offset)
     table: str | None = None
     try:
-        key_row = _decode_key(key, placeholder)
+        key_row = None if key is None else _decode_key(_load(key, "key", schemas), placeholder)
         if value is None:
             return Tombstone(key=key_row, position=where)
-        doc = _load(value, "value")
+        doc = _load(value, "value", schemas)
         table = _table_of(doc)
         return _decode_envelope(doc, key_row, where, placeholder)
+    except SchemaNotFound as exc:
+        raise ChangeEventDecodeError(
+            f"its schema id {exc.schema_id} is unknown",
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            fix=str(exc),
+        ) from exc
     except ValueDecodeError as exc:
         raise ChangeEventDecodeError(
             exc.reason if exc.column else str(exc),
@@ -148,7 +164,15 @@ def _table_of(doc: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _load(raw: bytes, what: str) -> Mapping[str, Any]:
+def _load(raw: bytes, what: str, schemas: SchemaLookup | None) -> Mapping[str, Any]:
+    if is_avro_framed(raw):
+        if schemas is None:
+            raise ValueDecodeError(
+                f"{what} is Avro (Confluent framing) and no schema registry was given",
+                fix="give the registry: --registry-url or SCHEMA_REGISTRY_URL for `cdc tail`, "
+                "schemas=RegistryClient(url) for decode_record",
+            )
+        return avro_document(raw, schemas, what)
     try:
         doc = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -158,10 +182,7 @@ def _load(raw: bytes, what: str) -> Mapping[str, Any]:
     return doc
 
 
-def _decode_key(raw: bytes | None, placeholder: str) -> Row | None:
-    if raw is None:
-        return None
-    doc = _load(raw, "key")
+def _decode_key(doc: Mapping[str, Any], placeholder: str) -> Row | None:
     schema = doc["schema"]
     if schema is None or schema.get("type") != "struct":
         raise ValueDecodeError("key schema is not a struct of primary-key columns")

@@ -1,7 +1,8 @@
 """`cdc`: manage Debezium Postgres connectors and read their change events.
 
-Endpoints come from the environment (KAFKA_CONNECT_URL, KAFKA_BOOTSTRAP_SERVERS, PG_DSN) and are
-overridden by --connect-url, --bootstrap-servers, --pg-dsn. `--json` prints machine-readable output.
+Endpoints come from the environment (KAFKA_CONNECT_URL, KAFKA_BOOTSTRAP_SERVERS, PG_DSN, and
+SCHEMA_REGISTRY_URL for Avro records) and are overridden by --connect-url, --bootstrap-servers,
+--pg-dsn, --registry-url. `tail` reads JSON-with-schemas and registry Avro records alike. `--json` prints machine-readable output.
 SIGTERM/SIGINT during `tail` stop it cleanly (the consumer is closed, nothing is committed).
 librdkafka's warnings and errors are logged on stderr, its informational lines never (kafkakit.logs).
 """
@@ -32,11 +33,14 @@ from cdc.errors import (
     ConnectRequestError,
     ConnectUnavailable,
     PreflightFailed,
+    RegistryUnavailable,
     SpecError,
     WaitTimeout,
 )
+from cdc.failures import failure_cause
 from cdc.health import DEFAULT_RETAINED_WAL_WARN_BYTES, HealthReport, collect
 from cdc.preflight import PreflightReport, examine
+from cdc.registry_client import RegistryClient
 from cdc.render import event_json, jsonable
 from cdc.slots import drop_slot
 from kafkakit.clients import make_consumer
@@ -58,7 +62,8 @@ EXIT_CODES_HELP = """exit codes:
        undecodable record, unknown connector
   2    usage error (bad arguments)
   3    a connector or task is FAILED (`status`, `apply`), or `health` found warnings
-  4    a service is unreachable or answered with an unexpected error; or a wait timed out
+  4    a service (Connect, Kafka, the schema registry) is unreachable or answered with an unexpected
+       error; or a wait timed out
   130  interrupted"""
 
 
@@ -70,6 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         kafka_bootstrap_servers=getattr(args, "bootstrap_servers", None),
         kafka_connect_url=getattr(args, "connect_url", None),
         pg_dsn=getattr(args, "pg_dsn", None),
+        schema_registry_url=getattr(args, "registry_url", None),
     )
     out = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -87,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exc.trace:
             err.print(exc.trace, markup=False)
         return EXIT_FAILED
-    except (ConnectUnavailable, WaitTimeout) as exc:
+    except (ConnectUnavailable, WaitTimeout, RegistryUnavailable) as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_UNAVAILABLE
     except ConnectRequestError as exc:
@@ -111,6 +117,11 @@ def _parser() -> argparse.ArgumentParser:
         "--connect-url", default=argparse.SUPPRESS, help="Kafka Connect REST (env KAFKA_CONNECT_URL)"
     )
     common.add_argument("--pg-dsn", default=argparse.SUPPRESS, help="Postgres DSN for checks (env PG_DSN)")
+    common.add_argument(
+        "--registry-url",
+        default=argparse.SUPPRESS,
+        help="schema registry's Confluent API, for Avro records (env SCHEMA_REGISTRY_URL)",
+    )
     common.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
     )
@@ -282,18 +293,21 @@ def _status(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
     with ConnectClient(ep.kafka_connect_url) as connect:
         names = [args.name] if args.name else list(connect.list_connectors())
         statuses = [connect.status(n) for n in names]
+        causes = {
+            s.name: failure_cause(s.failure_trace, connect.config(s.name)) for s in statuses if s.failed
+        }
     if _wants_json(args):
-        _emit(out, [_status_doc(s) for s in statuses])
+        _emit(out, [_status_doc(s, causes.get(s.name)) for s in statuses])
     else:
-        _print_status(out, statuses)
+        _print_status(out, statuses, causes)
     return EXIT_FAILED if any(s.failed for s in statuses) else EXIT_OK
 
 
-def _status_doc(s: ConnectorStatus) -> dict[str, Any]:
-    return {**jsonable(s), "failed": s.failed}
+def _status_doc(s: ConnectorStatus, cause: str | None) -> dict[str, Any]:
+    return {**jsonable(s), "failed": s.failed, "cause": cause}
 
 
-def _print_status(out: Console, statuses: Sequence[ConnectorStatus]) -> None:
+def _print_status(out: Console, statuses: Sequence[ConnectorStatus], causes: dict[str, str | None]) -> None:
     table = Table(title="connectors", title_justify="left")
     for col in ("connector", "state", "tasks", "worker"):
         table.add_column(col)
@@ -304,6 +318,8 @@ def _print_status(out: Console, statuses: Sequence[ConnectorStatus]) -> None:
     out.print(table)
     for s in statuses:
         if s.failed:
+            if causes.get(s.name):
+                out.print(f"[red]{s.name} failed:[/red] {escape(str(causes[s.name]))}")
             out.print(f"[red]{s.name} failure trace:[/red]")
             out.print(s.failure_trace or "(no trace reported)", markup=False)
 
@@ -357,6 +373,7 @@ def _tail(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
             "enable.partition.eof": False,
         }
     )
+    registry = RegistryClient(ep.schema_registry_url)  # asked only when an Avro record arrives
     stop = _Stop()
     previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     skipped = 0
@@ -379,6 +396,7 @@ def _tail(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
                     offset=msg.offset() or 0,
                     key=msg.key(),
                     value=msg.value(),
+                    schemas=registry,
                 )
             except ChangeEventDecodeError as exc:
                 if args.on_error == "stop":
@@ -390,6 +408,7 @@ def _tail(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
             sys.stdout.flush()
     finally:
         consumer.close()
+        registry.close()
         for s, h in previous.items():
             signal.signal(s, h)
     return EXIT_REFUSED if skipped else EXIT_OK

@@ -51,6 +51,9 @@ _OPEN_PREFIXES = (
     "converters.",
     "errors.",
 )
+# Options the connector reads although its validate answer does not list them (Debezium 3.6.1's Postgres
+# connector omits this CommonConnectorConfig field, and honours it: `format: avro` sets it).
+_READ_BUT_UNLISTED = frozenset({"field.name.adjustment.mode"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,7 +114,12 @@ def parse_validation(body: Mapping[str, Any], config: Mapping[str, str]) -> Vali
         known.add(name)
         errors.extend((name, msg) for msg in value.get("errors") or ())
     unknown = sorted(
-        key for key in config if key not in known and not key.startswith(_OPEN_PREFIXES) and key != "name"
+        key
+        for key in config
+        if key not in known
+        and key not in _READ_BUT_UNLISTED
+        and not key.startswith(_OPEN_PREFIXES)
+        and key != "name"
     )
     errors.extend(
         (key, "unknown option: neither Connect nor the connector defines it; check the spelling")

@@ -21,6 +21,17 @@ Production-minded defaults, each for a reason:
   `<topic_prefix>.oversize` names it and `cdc health` counts it, and the connector keeps running
   (`connect-plugins/oversize-router`; `fail` leaves it out, for a Connect without the plugin).
 
+Record formats (`format`, the converters for keys and values; `DEFAULT_FORMAT` until the benchmarks pick):
+- `json`: JsonConverter with the Connect schema inline in every record; `cdc tail`/`decode` type values
+  by it. Largest (~5 KB for a products row).
+- `json-schemaless`: JsonConverter without schemas (~8x smaller): the materializers type columns by their
+  DDL; `cdc tail`/`decode` cannot type these records.
+- `avro`: Apicurio's Connect AvroConverter (registry client 2.x, v2 API) for keys and values, Confluent
+  framing (magic byte 0 + 4-byte content id + Avro binary; ids in the payload, not in headers), schemas
+  auto-registered as `<topic>-key` / `<topic>-value` in the registry at `registry.url` (the URL *Connect*
+  reaches, as `database` is Postgres seen from Connect). Debezium adjusts schema and field names to
+  Avro's rules. The same value modes as JSON, so `cdc` decodes both to the same Python values.
+
 Spec files (YAML or JSON) use the field names below; unknown keys are refused. `extra` passes raw
 Debezium/Connect options through (it may override defaults, not the keys a field manages).
 """
@@ -43,14 +54,19 @@ from kafkakit.limits import BROKER_REQUEST_CEILING_BYTES, CDC_MAX_RECORD_BYTES, 
 
 POSTGRES_CONNECTOR_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
 _JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
-# A spec's `extra` for records without inline schemas (~8x smaller): the materializers read them (their
-# DDL types the columns); `cdc tail`/`decode` do not, as they type values by the inline schema.
+AVRO_CONVERTER = "io.apicurio.registry.utils.converter.AvroConverter"
+FORMATS = ("avro", "json", "json-schemaless")
+# The format a spec gets when it names none. Kept at JSON with inline schemas (what every reader
+# decodes) until issue 19's three-format benchmark picks the default; change it here only.
+DEFAULT_FORMAT = "json"
+# Deprecated: a spec's `extra` for records without inline schemas; write `format: json-schemaless`.
 SCHEMALESS_JSON: Mapping[str, str] = {
     "key.converter": _JSON_CONVERTER,
     "key.converter.schemas.enable": "false",
     "value.converter": _JSON_CONVERTER,
     "value.converter.schemas.enable": "false",
 }
+_CONVERTER_PREFIXES = ("key.converter", "value.converter")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 _TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*\.[A-Za-z_][A-Za-z0-9_$]*$")
 _SLOT = re.compile(r"^[a-z0-9_]{1,63}$")
@@ -101,6 +117,33 @@ class DatabaseSpec:
             "password": self.password,
             "dbname": self.dbname,
         }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegistrySpec:
+    """How the Connect worker reaches the schema registry (Apicurio), for `format: avro`.
+
+    `url` is the registry's base URL as Connect sees it (http://apicurio:8080 in a container network);
+    a URL ending in an API path (/apis/ccompat/v7, /apis/registry/v2 or /v3) is cut back to the base.
+    """
+
+    url: str
+
+    @classmethod
+    def from_url(cls, url: str) -> RegistrySpec:
+        return cls(url=url)
+
+    @property
+    def base_url(self) -> str:
+        return _API_PATH.sub("", self.url.rstrip("/"))
+
+    @property
+    def v2_api_url(self) -> str:
+        """What Apicurio's 2.x converter speaks (3.x registries still serve the v2 API)."""
+        return f"{self.base_url}/apis/registry/v2"
+
+
+_API_PATH = re.compile(r"/apis/(ccompat/v\d+|registry/v\d+)$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,6 +206,8 @@ class ConnectorSpec:
     heartbeat: HeartbeatSpec = HeartbeatSpec()
     topics: TopicSpec = TopicSpec()
     unavailable_value_placeholder: str = DEFAULT_UNAVAILABLE_PLACEHOLDER
+    format: str = DEFAULT_FORMAT
+    registry: RegistrySpec | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -237,11 +282,8 @@ class ConnectorSpec:
             # The decoder needs the source type to tell a numeric-as-string from text.
             "column.propagate.source.type": ".*",
             "unavailable.value.placeholder": self.unavailable_value_placeholder,
-            # Pin the converters the decoder expects instead of trusting the worker's defaults.
-            "key.converter": _JSON_CONVERTER,
-            "key.converter.schemas.enable": "true",
-            "value.converter": _JSON_CONVERTER,
-            "value.converter.schemas.enable": "true",
+            # Pin the format's converters instead of trusting the worker's defaults.
+            **self._converters(),
             "topic.creation.default.partitions": str(self.topics.partitions),
             "topic.creation.default.replication.factor": str(self.topics.replication_factor),
             "topic.creation.default.cleanup.policy": "compact",
@@ -259,6 +301,29 @@ class ConnectorSpec:
         config.update(self.extra)
         if self.oversize_topic is not None:
             config.update(self._oversize_router(config))
+        return config
+
+    def _converters(self) -> dict[str, str]:
+        """Keys and values in the spec's format (Debezium's name adjustment too, for Avro)."""
+        if self.format != "avro":
+            inline = "true" if self.format == "json" else "false"
+            config = {side: _JSON_CONVERTER for side in _CONVERTER_PREFIXES}
+            config.update({f"{side}.schemas.enable": inline for side in _CONVERTER_PREFIXES})
+            return config
+        assert self.registry is not None  # __post_init__ refuses avro without a registry
+        options = {
+            "apicurio.registry.url": self.registry.v2_api_url,
+            "apicurio.registry.auto-register": "true",
+            # Confluent framing: magic byte 0 + 4-byte id, resolvable through the ccompat API.
+            "apicurio.registry.as-confluent": "true",
+            "apicurio.registry.use-id": "contentId",
+            # The 2.x converter's default moves the id to record headers and drops the framing.
+            "apicurio.registry.headers.enabled": "false",
+        }
+        config = {side: AVRO_CONVERTER for side in _CONVERTER_PREFIXES}
+        config.update({f"{side}.{k}": v for side in _CONVERTER_PREFIXES for k, v in options.items()})
+        # Avro names allow [A-Za-z0-9_] only: Debezium replaces the rest in schema and field names.
+        config.update({"schema.name.adjustment.mode": "avro", "field.name.adjustment.mode": "avro"})
         return config
 
     def _oversize_router(self, config: Mapping[str, str]) -> dict[str, str]:
@@ -312,6 +377,10 @@ class ConnectorSpec:
             args["heartbeat"] = _nested(HeartbeatSpec, doc["heartbeat"], "heartbeat")
         if "topics" in doc:
             args["topics"] = _nested(TopicSpec, doc["topics"], "topics")
+        if doc.get("registry") is not None:
+            args["registry"] = _nested(RegistrySpec, doc["registry"], "registry")
+        if "format" in doc and not isinstance(doc["format"], str):
+            raise SpecError(f"format must be one of {', '.join(FORMATS)}, got {doc['format']!r}")
         args["tables"] = tuple(_str_list(doc["tables"], "tables"))
         mkc = doc.get("message_key_columns") or {}
         if not isinstance(mkc, dict):
@@ -358,11 +427,32 @@ def _problems(spec: ConnectorSpec) -> list[str]:
         out.append("heartbeat.interval_ms must be >= 1")
     if spec.topics.oversize not in _OVERSIZE_POLICIES:
         out.append(f"topics.oversize {spec.topics.oversize!r} is not one of {', '.join(_OVERSIZE_POLICIES)}")
+    out.extend(_format_problems(spec))
     clash = sorted(
         k for k in spec.extra if k in _MANAGED_KEYS or k.startswith(f"transforms.{OVERSIZE_TRANSFORM}.")
     )
     if clash:
         out.append(f"extra sets {clash}, which spec fields manage; use the spec fields instead")
+    return out
+
+
+def _format_problems(spec: ConnectorSpec) -> list[str]:
+    if spec.format not in FORMATS:
+        return [f"format {spec.format!r} is not one of {', '.join(FORMATS)}"]
+    out = []
+    if spec.format == "avro" and spec.registry is None:
+        out.append(
+            "format avro needs registry.url: the schema registry's base URL as the Connect worker reaches "
+            "it (e.g. http://apicurio:8080)"
+        )
+    if spec.registry is not None and not re.match(r"^https?://[^/\s]+", spec.registry.url):
+        out.append(f"registry.url {spec.registry.url!r} must be an http:// or https:// URL")
+    # `extra` may still pick JSON converters for the default format (the deprecated SCHEMALESS_JSON);
+    # with another format it would silently fight the format's own converters.
+    managed = (*_CONVERTER_PREFIXES, "schema.name.adjustment.mode", "field.name.adjustment.mode")
+    fights = sorted(k for k in spec.extra if spec.format != "json" and k.startswith(managed))
+    if fights:
+        out.append(f"extra sets {fights}, which format {spec.format!r} manages; remove them from extra")
     return out
 
 

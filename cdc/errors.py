@@ -76,11 +76,29 @@ class PreflightFailed(CdcError):
         super().__init__(f"pre-flight checks against Postgres failed: {lines}")
 
 
+class RegistryUnavailable(CdcError):
+    """The schema registry cannot be reached or answered with an error: not the record's fault."""
+
+
+class SchemaNotFound(CdcError):
+    """The registry holds no schema under the id a record names."""
+
+    def __init__(self, schema_id: int, registry_url: str) -> None:
+        self.schema_id = schema_id
+        self.registry_url = registry_url
+        super().__init__(
+            f"schema id {schema_id} is not in the registry at {registry_url}: read with the registry the "
+            "connector registers its schemas in (--registry-url or SCHEMA_REGISTRY_URL), or the record "
+            "was not written by a registry-aware converter"
+        )
+
+
 class ChangeEventDecodeError(CdcError):
     """A Kafka record is not a change event we can decode exactly; it names where it sits and why.
 
     For a refused value, `table`, `column` and `source_type` name it and `fix` says what to change;
-    otherwise the record itself is not a Debezium JSON-with-schemas change event.
+    otherwise the record itself is not a Debezium change event in a format we read (JSON with schemas,
+    or Avro with a registered schema); `fix` then says what to check, when known.
     """
 
     def __init__(
@@ -107,11 +125,13 @@ class ChangeEventDecodeError(CdcError):
         if column is not None:
             what = f"{table or '?'}.{column}" + (f" ({source_type})" if source_type else "")
             super().__init__(f"{where}: column {what}: {reason}. Fix: {fix or _VALUE_FIX}")
+        elif fix is not None:
+            super().__init__(f"{where}: {reason}. Fix: {fix}")
         else:
             super().__init__(
-                f"{where}: {reason}. The record is not a Debezium change event in JSON-with-schemas form; "
-                "check the connector's key/value converters (JsonConverter, schemas.enable=true) or that "
-                "this topic is a CDC topic."
+                f"{where}: {reason}. The record is not a Debezium change event in JSON-with-schemas or "
+                "registry Avro form; check the connector's format (json or avro; json-schemaless records "
+                "carry no types to decode by) or that this topic is a CDC topic."
             )
 
 

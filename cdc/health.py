@@ -18,6 +18,7 @@ import psycopg
 
 from cdc.connect_client import ConnectClient, ConnectorStatus
 from cdc.connector_spec import OVERSIZE_TRANSFORM, POSTGRES_CONNECTOR_CLASS
+from cdc.failures import failure_cause
 from kafkakit.clients import make_consumer
 
 DEFAULT_RETAINED_WAL_WARN_BYTES = 1024**3
@@ -50,6 +51,8 @@ class ConnectorHealth:
     oversize_topic: str | None = None
     # Markers ever written there: each one a change record not delivered to its topic.
     oversize_records: int = 0
+    # Why the connector or a task FAILED (`cdc.failures`), None while nothing failed.
+    failure_cause: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,7 +75,10 @@ def assess(
     for c in connectors:
         if c.status.state != "RUNNING" or not c.status.running:
             states = ", ".join(f"task {t.id} {t.state}" for t in c.status.tasks) or "no tasks"
-            warnings.append(f"connector {c.name} is {c.status.state} ({states}); see `cdc status {c.name}`")
+            cause = f"; cause: {c.failure_cause}" if c.failure_cause else ""
+            warnings.append(
+                f"connector {c.name} is {c.status.state} ({states}){cause}; see `cdc status {c.name}`"
+            )
         if c.slot is None:
             warnings.append(
                 f"connector {c.name}: slot {c.slot_name} does not exist (yet); a snapshot will rerun "
@@ -190,15 +196,17 @@ def collect(
         # Connect lists the oversize topic among the connector's topics once it has written to it.
         watched = dict.fromkeys([*connect.topics(name), *([oversize_topic] if oversize_topic else [])])
         ends = topic_ends(bootstrap_servers, list(watched))
+        status = connect.status(name)
         connectors.append(
             ConnectorHealth(
                 name=name,
                 slot_name=slot_name,
-                status=connect.status(name),
+                status=status,
                 slot=slots.get(slot_name),
                 topic_ends=tuple(e for e in ends if e.topic != oversize_topic),
                 oversize_topic=oversize_topic,
                 oversize_records=sum(e.end_offset for e in ends if e.topic == oversize_topic),
+                failure_cause=failure_cause(status.failure_trace, config),
             )
         )
     used = {c.slot_name for c in connectors}

@@ -1,7 +1,7 @@
-"""Convert one Debezium field value, as JsonConverter wrote it, into a Python value (pure).
+"""Convert one Debezium field value, as JsonConverter or the Avro converter wrote it, into a Python value (pure).
 
-The decoder trusts the Connect schema that travels with every record (JsonConverter with
-schemas.enable=true): the schema's semantic `name` says how to read the literal (days since epoch,
+The decoder trusts the record's Connect schema (inline with JsonConverter's schemas.enable=true; rebuilt
+from the registry's writer schema for Avro by `cdc.avro_records`, bytes then raw instead of base64): the schema's semantic `name` says how to read the literal (days since epoch,
 microseconds, ISO strings, base64 bytes). Where the name is not enough — `decimal.handling.mode=string`
 turns numeric into a plain string — the connector spec sets `column.propagate.source.type`, so the schema
 carries `__debezium.source.column.type` and the string becomes an exact `Decimal`.
@@ -124,14 +124,14 @@ class Interval:
 def is_placeholder(schema: Schema, value: object, placeholder: str) -> bool:
     """Whether a raw JSON literal is Debezium's 'unavailable TOAST value' marker for its type.
 
-    Text-like columns carry the placeholder text, bytea carries its bytes (base64 in JSON), and array
-    columns a one-element array holding the placeholder.
+    Text-like columns carry the placeholder text, bytea carries its bytes (base64 in JSON, raw in Avro),
+    and array columns a one-element array holding the placeholder.
     """
     kind = schema.get("type")
     if kind == "string":
         return value == placeholder
     if kind == "bytes":
-        return value == _b64(placeholder)
+        return value == _b64(placeholder) or value == placeholder.encode()
     if kind == "array" and isinstance(value, list) and len(value) == 1:
         return is_placeholder(schema["items"], value[0], placeholder)
     return False
@@ -240,7 +240,7 @@ def _decode_primitive(schema: Schema, kind: Any, value: Any) -> Any:
             raise TypeError("not a boolean")
         return value
     if kind == "bytes":
-        return base64.b64decode(value, validate=True)
+        return _raw_bytes(value)
     if kind == "string":
         if not isinstance(value, str):
             raise TypeError("not a string")
@@ -273,8 +273,15 @@ def _decimal_text(text: str) -> Decimal:
     return special if special is not None else Decimal(text)
 
 
+def _raw_bytes(value: Any) -> bytes:
+    """A Connect bytes value: raw from Avro, base64 text from JsonConverter."""
+    if isinstance(value, bytes):
+        return value
+    return base64.b64decode(value, validate=True)
+
+
 def _unscaled(raw: Any) -> int:
-    return int.from_bytes(base64.b64decode(raw, validate=True), "big", signed=True)
+    return int.from_bytes(_raw_bytes(raw), "big", signed=True)
 
 
 def _connect_decimal(schema: Schema, value: Any) -> Decimal:
@@ -320,7 +327,7 @@ def _bits(schema: Schema, value: Any) -> str:
     varying the length is known only when the value fills the declared maximum; otherwise it is refused
     (never padded to the maximum, which for an unbounded column is 2^31 - 1).
     """
-    number = int.from_bytes(base64.b64decode(value, validate=True), "little")
+    number = int.from_bytes(_raw_bytes(value), "little")
     declared = int((schema.get("parameters") or {})["length"])
     if number.bit_length() > declared:
         raise ValueError(f"{number.bit_length()} bits do not fit bit({declared})")

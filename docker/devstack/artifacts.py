@@ -5,6 +5,8 @@ Layout under the cache (default ~/.cache/kafka-toolkit, override with TOOLKIT_CA
   debezium-<v>/plugins/debezium-connector-postgres/*.jar   Connect plugin.path entry
   toolkit-plugins-<hash>/plugins/kafka-toolkit-oversize-router/*.jar   the toolkit's own Connect
                                                plugin, built from connect-plugins/ (hash of its sources)
+  apicurio-converter-<v>/plugins/apicurio-avro-converter/*.jar   Apicurio's Connect AvroConverter (Avro
+                                               CDC records) with its dependencies, minus the Kafka jars
   apicurio-<v>/.../quarkus-run.jar             schema registry (Quarkus fast-jar)
   spark-<v>-delta-<v>/jars/*.jar               spark.jars: Kafka source, Avro, Delta (a Spark start needs no network)
 Each directory is written under a temporary name and renamed when complete, so an interrupted fetch
@@ -71,9 +73,13 @@ class Artifacts:
         )
 
     @property
+    def apicurio_converter_plugins(self) -> Path:
+        return self.root / f"apicurio-converter-{self.pins.apicurio_converter}" / "plugins"
+
+    @property
     def plugin_path(self) -> str:
-        """Connect's plugin.path: Debezium's plugins and the toolkit's own."""
-        return f"{self.debezium_plugins},{self.toolkit_plugins}"
+        """Connect's plugin.path: Debezium's plugins, the toolkit's own and Apicurio's Avro converter."""
+        return f"{self.debezium_plugins},{self.toolkit_plugins},{self.apicurio_converter_plugins}"
 
     @property
     def apicurio_dir(self) -> Path:
@@ -203,6 +209,26 @@ def fetch_toolkit_plugins(arts: Artifacts) -> None:
     _build_atomically(arts.toolkit_plugins.parent, build)
 
 
+APICURIO_CONVERTER_FOLDER = "apicurio-avro-converter"
+# Connect brings its own Kafka API jars; a second copy in a plugin folder would shadow them with
+# another version inside the plugin's class loader.
+_PROVIDED_BY_CONNECT = frozenset({"kafka-clients", "connect-api", "connect-json", "connect-transforms"})
+
+
+def fetch_apicurio_converter(arts: Artifacts) -> None:
+    """Apicurio's Kafka Connect AvroConverter and its dependencies: a plugin folder of its own."""
+    coord = f"io.apicurio:apicurio-registry-utils-converter:{arts.pins.apicurio_converter}"
+
+    def build(staging: Path) -> None:
+        into = staging / "plugins" / APICURIO_CONVERTER_FOLDER
+        _copy_dependencies("apicurio-converter", [coord], into)
+        for jar in into.glob("*.jar"):
+            if jar_base_name(jar.name) in _PROVIDED_BY_CONNECT:
+                jar.unlink()
+
+    _build_atomically(arts.apicurio_converter_plugins.parent, build)
+
+
 def fetch_apicurio(arts: Artifacts) -> None:
     coord = f"io.apicurio:apicurio-registry-app:{arts.pins.apicurio}:all"
     _build_atomically(arts.apicurio_dir, lambda d: _fetch_archive(coord, d))
@@ -250,7 +276,15 @@ def fetch_spark(arts: Artifacts) -> None:
 
 def fetch_all(arts: Artifacts | None = None) -> Artifacts:
     arts = arts or Artifacts(cache_root(), Pins.load())
-    for step in (fetch_kafka, fetch_debezium, fetch_toolkit_plugins, fetch_apicurio, fetch_spark):
+    steps = (
+        fetch_kafka,
+        fetch_debezium,
+        fetch_toolkit_plugins,
+        fetch_apicurio_converter,
+        fetch_apicurio,
+        fetch_spark,
+    )
+    for step in steps:
         log.info("fetching %s", step.__name__.removeprefix("fetch_"))
         step(arts)
     return arts

@@ -18,6 +18,7 @@ class Pins:
     log4j: str
     debezium: str
     apicurio: str
+    apicurio_converter: str
     redis: str
     spark: str
     delta: str

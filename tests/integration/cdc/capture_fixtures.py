@@ -1,30 +1,42 @@
 """Record what the real Debezium connector emits, as unit-test fixtures.
 
 Run against a running stack (`source .stack/env` first):
-    .venv/bin/python tests/integration/cdc/capture_fixtures.py
+    .venv/bin/python tests/integration/cdc/capture_fixtures.py [--format avro]
 It writes tests/unit/cdc/fixtures/debezium_records.json: the raw key/value bytes (as UTF-8 text) of
-every record on the torture and TOAST topics, plus what psycopg read from Postgres for the same rows,
-so the unit tests can check decoding without services. Cleans up its connector, slot and tables.
+every record on the torture and TOAST topics, so the unit tests can check decoding without services.
+With `--format avro` (Connect must list Apicurio's AvroConverter) it writes debezium_avro_records.json
+instead: the same changes as Avro records (base64) plus the writer schemas they name, by id, from
+SCHEMA_REGISTRY_URL. Cleans up its connector, slot and tables.
 """
 
 from __future__ import annotations
 
+import argparse
+import base64
 import json
 import os
 import random
 import string
+from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 from cdc_helpers import ConnectorFactory, RawRecord, pg, read_topic, unique
 from cdc_torture import LARGE_BYTES, create_sql, insert_sql
 
 from cdc.connect_client import ConnectClient
+from cdc.registry_client import ccompat_url
 
-OUT = Path(__file__).resolve().parents[2] / "unit" / "cdc" / "fixtures" / "debezium_records.json"
+FIXTURES = Path(__file__).resolve().parents[2] / "unit" / "cdc" / "fixtures"
+OUT = {"json": FIXTURES / "debezium_records.json", "avro": FIXTURES / "debezium_avro_records.json"}
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--format", choices=sorted(OUT), default="json")
+    record_format = parser.parse_args().format
     dsn, bootstrap = os.environ["PG_DSN"], os.environ["KAFKA_BOOTSTRAP_SERVERS"]
+    registry = os.environ.get("SCHEMA_REGISTRY_URL", "http://127.0.0.1:18080/apis/ccompat/v7")
     suffix = unique("cap")
     table, enum, toast = f"public.tt_{suffix}", f"mood_{suffix}", f"public.toast_{suffix}"
     big = "".join(random.Random(3).choices(string.ascii_letters, k=4000))
@@ -34,7 +46,7 @@ def main() -> None:
         conn.execute(insert_sql(table), {"large": LARGE_BYTES})
         conn.execute(f"CREATE TABLE {toast} (id int PRIMARY KEY, note text, n int)")
         conn.execute(f"ALTER TABLE {toast} ALTER COLUMN note SET STORAGE EXTERNAL")
-        factory = ConnectorFactory(connect, dsn)
+        factory = ConnectorFactory(connect, dsn, record_format, registry)
         try:
             spec = factory.start(factory.spec([table, toast], name="capture-fixtures-" + suffix[-6:]))
             t_topic, x_topic = spec.topic_for(table), spec.topic_for(toast)
@@ -53,19 +65,34 @@ def main() -> None:
             factory.cleanup()
             conn.execute(f"DROP TABLE IF EXISTS {table}, {toast}")
             conn.execute(f"DROP TYPE IF EXISTS {enum}")
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"torture": [_raw(r) for r in torture], "toast": [_raw(r) for r in toasted]}
-    OUT.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {len(torture)} + {len(toasted)} records to {OUT}")
+    out = OUT[record_format]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = (lambda b: base64.b64encode(b).decode()) if record_format == "avro" else bytes.decode
+    doc: dict[str, object] = {
+        "torture": [_raw(r, text) for r in torture],
+        "toast": [_raw(r, text) for r in toasted],
+    }
+    if record_format == "avro":
+        doc["schemas"] = _writer_schemas(registry, [*torture, *toasted])
+    out.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {len(torture)} + {len(toasted)} records to {out}")
 
 
-def _raw(r: RawRecord) -> dict[str, object]:
+def _raw(r: RawRecord, text: Callable[[bytes], str]) -> dict[str, object]:
     return {
         "topic": r.topic,
         "partition": r.partition,
         "offset": r.offset,
-        "key": None if r.key is None else r.key.decode(),
-        "value": None if r.value is None else r.value.decode(),
+        "key": None if r.key is None else text(r.key),
+        "value": None if r.value is None else text(r.value),
+    }
+
+
+def _writer_schemas(registry: str, records: list[RawRecord]) -> dict[str, str]:
+    ids = {int.from_bytes(raw[1:5], "big") for r in records for raw in (r.key, r.value) if raw}
+    url = ccompat_url(registry)
+    return {
+        str(i): str(httpx.get(f"{url}/schemas/ids/{i}", timeout=10).json()["schema"]) for i in sorted(ids)
     }
 
 

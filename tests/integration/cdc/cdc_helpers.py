@@ -12,12 +12,18 @@ from typing import Any, TypeVar
 import psycopg
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from cdc.avro_records import SchemaLookup
 from cdc.change_event import ChangeEvent, Tombstone, decode_record
 from cdc.connect_client import ConnectClient, ConnectorNotFound
-from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec
+from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec, RegistrySpec
+from cdc.registry_client import RegistryClient
 from cdc.slots import drop_slot
 
 T = TypeVar("T")
+
+# Tests that must hold for every record format take the `record_format` fixture through
+# @pytest.mark.parametrize("record_format", RECORD_FORMATS, indirect=True); the others get JSON.
+RECORD_FORMATS = ("json", "avro")
 
 
 def wait_until(get: Callable[[], T], ok: Callable[[T], bool], *, timeout: float) -> T:
@@ -86,29 +92,49 @@ def read_topic(
         consumer.close()
 
 
-def decode_all(records: list[RawRecord]) -> list[ChangeEvent | Tombstone]:
+def decode_all(
+    records: list[RawRecord], schemas: SchemaLookup | None = None
+) -> list[ChangeEvent | Tombstone]:
     return [
-        decode_record(topic=r.topic, partition=r.partition, offset=r.offset, key=r.key, value=r.value)
+        decode_record(
+            topic=r.topic, partition=r.partition, offset=r.offset, key=r.key, value=r.value, schemas=schemas
+        )
         for r in records
     ]
 
 
 @dataclass
 class ConnectorFactory:
-    """Creates uniquely named connectors; `cleanup` deletes them and drops their slots/publications."""
+    """Creates uniquely named connectors in `record_format`; `cleanup` deletes them and drops their
+    slots/publications. `schemas` reads their Avro records' writer schemas (None for JSON)."""
 
     connect: ConnectClient
     pg_dsn: str
+    record_format: str = "json"
+    registry_url: str | None = None
     created: list[ConnectorSpec] = field(default_factory=list)
+    _registry: RegistryClient | None = None
+
+    @property
+    def schemas(self) -> SchemaLookup | None:
+        if self.record_format != "avro" or self.registry_url is None:
+            return None
+        if self._registry is None:
+            self._registry = RegistryClient(self.registry_url)
+        return self._registry
 
     def spec(self, tables: list[str], **overrides: Any) -> ConnectorSpec:
         name = overrides.pop("name", unique("cdct").replace("_", "-"))
+        if self.record_format == "avro" and self.registry_url is not None:
+            # Connect runs beside the tests (local stack): it reaches the registry at the same URL.
+            overrides.setdefault("registry", RegistrySpec.from_url(self.registry_url))
         return ConnectorSpec(
             name=name,
             database=overrides.pop("database", DatabaseSpec.from_dsn(self.pg_dsn)),
             topic_prefix=overrides.pop("topic_prefix", name.replace("-", "_")),
             tables=tuple(tables),
             heartbeat=overrides.pop("heartbeat", HeartbeatSpec(interval_ms=1000)),
+            format=overrides.pop("format", self.record_format),
             **overrides,
         )
 
@@ -130,6 +156,8 @@ class ConnectorFactory:
         return spec
 
     def cleanup(self) -> None:
+        if self._registry is not None:
+            self._registry.close()
         for spec in self.created:
             with suppress(ConnectorNotFound):
                 self.connect.delete(spec.name)

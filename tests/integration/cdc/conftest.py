@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 from cdc_helpers import ConnectorFactory
 
 from cdc.connect_client import ConnectClient
+from cdc.connector_spec import AVRO_CONVERTER
 
 
 @pytest.fixture
@@ -19,9 +21,24 @@ def connect(stack: Any) -> Iterator[ConnectClient]:
 
 
 @pytest.fixture
-def connectors(stack: Any, connect: ConnectClient) -> Iterator[ConnectorFactory]:
-    """Creates connectors; deletes each one and drops its slot and publication afterwards."""
-    factory = ConnectorFactory(connect, stack.pg_dsn)
+def record_format(request: pytest.FixtureRequest, stack: Any) -> str:
+    """The connectors' record format; Avro needs Apicurio's converter on the Connect worker."""
+    chosen = str(getattr(request, "param", "json"))
+    if chosen == "avro":
+        url = f"{stack.kafka_connect_url}/connector-plugins?connectorsOnly=false"
+        listed = {p.get("class") for p in httpx.get(url, timeout=10).json()}
+        if AVRO_CONVERTER not in listed:  # `make up` always provides it: a stale worker is a failure
+            pytest.fail(
+                f"Connect at {stack.kafka_connect_url} does not list {AVRO_CONVERTER}: run `devstack fetch`, "
+                "then restart the Connect worker so it scans its plugin.path again"
+            )
+    return chosen
+
+
+@pytest.fixture
+def connectors(stack: Any, connect: ConnectClient, record_format: str) -> Iterator[ConnectorFactory]:
+    """Creates connectors in `record_format`; deletes each one and drops its slot and publication afterwards."""
+    factory = ConnectorFactory(connect, stack.pg_dsn, record_format, stack.schema_registry_url)
     yield factory
     factory.cleanup()
 

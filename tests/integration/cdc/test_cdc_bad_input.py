@@ -1,4 +1,6 @@
-"""Invalid specs are refused with the field named and nothing registered; FAILED tasks make `cdc status` fail."""
+"""Invalid specs are refused with the field named and nothing registered; FAILED tasks make `cdc status` fail;
+Avro records the registry cannot resolve are named by position, and a registry the connector cannot reach
+fails its task with the reason in `cdc status` and `cdc health`."""
 
 from __future__ import annotations
 
@@ -8,11 +10,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_helpers import ConnectorFactory, unique, wait_until
+from cdc_helpers import ConnectorFactory, read_topic, unique, wait_until
+from confluent_kafka import Producer
 
-from cdc.cli import EXIT_FAILED, EXIT_REFUSED, main
+from cdc.cli import EXIT_FAILED, EXIT_REFUSED, EXIT_UNAVAILABLE, main
 from cdc.connect_client import ConnectClient, ConnectorStatus
-from cdc.connector_spec import DatabaseSpec
+from cdc.connector_spec import DatabaseSpec, RegistrySpec
 from cdc.errors import ConnectorConfigInvalid, ConnectorFailed, ConnectorNotFound, PreflightFailed
 from cdc.preflight import run_preflight
 
@@ -149,3 +152,99 @@ def test_failed_task_makes_status_exit_non_zero(
     assert main(["status", spec.name, "--json", *_flags(stack)]) == EXIT_FAILED
     doc = json.loads(capsys.readouterr().out)
     assert doc[0]["failed"] is True
+
+
+def _table_with_a_row(pg: psycopg.Connection[tuple[Any, ...]], tables: list[str], prefix: str) -> str:
+    table = f"public.{unique(prefix)}"
+    tables.append(f"table:{table}")
+    pg.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")  # type: ignore[arg-type]
+    pg.execute(f"INSERT INTO {table} VALUES (1, 'one')")  # type: ignore[arg-type]
+    return table
+
+
+@pytest.mark.parametrize("record_format", ["avro"], indirect=True)
+def test_avro_records_with_an_unknown_schema_id_or_bad_bytes_are_named_and_skippable(
+    stack: Any,
+    pg: psycopg.Connection[tuple[Any, ...]],
+    tables: list[str],
+    connectors: ConnectorFactory,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    table = _table_with_a_row(pg, tables, "badavro")
+    spec = connectors.start(connectors.spec([table]))
+    topic = spec.topic_for(table)
+    [good] = read_topic(stack.kafka_bootstrap_servers, topic, until=lambda rs: len(rs) >= 1)
+    assert good.key is not None and good.value is not None and good.value[0] == 0
+    unknown_id = good.value[:1] + (2**31 - 7).to_bytes(4, "big") + good.value[5:]
+    producer = Producer({"bootstrap.servers": stack.kafka_bootstrap_servers})
+    for value in (unknown_id, good.value[:12]):  # offsets 1 and 2
+        producer.produce(topic, key=good.key, value=value)
+    producer.flush(10)
+    pg.execute(f"INSERT INTO {table} VALUES (2, 'two')")  # type: ignore[arg-type]  # offset 3
+    read_topic(stack.kafka_bootstrap_servers, topic, until=lambda rs: len(rs) >= 4)
+
+    flags = [
+        "--bootstrap-servers",
+        stack.kafka_bootstrap_servers,
+        "--registry-url",
+        stack.schema_registry_url,
+    ]
+    tail = ["tail", topic, "--from-beginning", "--idle-timeout", "3", *flags]
+    capsys.readouterr()
+    assert main(tail) == EXIT_REFUSED  # --on-error stop: the first bad record ends it, named
+    stopped = capsys.readouterr()
+    assert [json.loads(line)["after"]["id"] for line in stopped.out.splitlines()] == [1]
+    assert f"{topic}[0]@1" in stopped.err and f"schema id {2**31 - 7} is unknown" in stopped.err
+    assert main([*tail, "--on-error", "skip", "--json"]) == EXIT_REFUSED
+    out = capsys.readouterr()
+    assert [json.loads(line)["after"]["id"] for line in out.out.splitlines()] == [1, 2]
+    skipped = [json.loads(line) for line in out.err.splitlines()]
+    assert [s["skipped"] for s in skipped] == [
+        {"topic": topic, "partition": 0, "offset": 1},
+        {"topic": topic, "partition": 0, "offset": 2},
+    ]
+    assert "is unknown" in skipped[0]["error"] and "do not decode with writer schema" in skipped[1]["error"]
+    # A registry that is away is no record's fault: tail stops as for any unreachable service.
+    away = ["tail", topic, "--from-beginning", "--idle-timeout", "3", "--on-error", "skip"]
+    assert (
+        main(
+            [
+                *away,
+                "--bootstrap-servers",
+                stack.kafka_bootstrap_servers,
+                "--registry-url",
+                "http://127.0.0.1:9",
+            ]
+        )
+        == EXIT_UNAVAILABLE
+    )
+    assert "did not answer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("record_format", ["avro"], indirect=True)
+def test_a_registry_the_connector_cannot_reach_fails_its_task_and_status_and_health_say_why(
+    stack: Any,
+    pg: psycopg.Connection[tuple[Any, ...]],
+    tables: list[str],
+    connectors: ConnectorFactory,
+    connect: ConnectClient,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The shared registry keeps running: this connector is given a registry URL nothing answers at."""
+    table = _table_with_a_row(pg, tables, "noreg")
+    away = RegistrySpec(url="http://127.0.0.1:9")
+    spec = connectors.start(connectors.spec([table], registry=away), wait=False)
+
+    def status() -> ConnectorStatus | None:
+        try:
+            return connect.status(spec.name)
+        except ConnectorNotFound:  # Connect answers 404 until the new connector's status is stored
+            return None
+
+    wait_until(status, lambda s: s is not None and s.failed, timeout=90)
+    capsys.readouterr()
+    assert main(["status", spec.name, *_flags(stack)]) == EXIT_FAILED
+    assert "registry at http://127.0.0.1:9/apis/registry/v2" in capsys.readouterr().out
+    assert main(["health", spec.name, "--json", *_flags(stack)]) == EXIT_FAILED
+    warnings = json.loads(capsys.readouterr().out)["warnings"]
+    assert any("FAILED" in w and "registry at http://127.0.0.1:9/apis/registry/v2" in w for w in warnings)

@@ -12,7 +12,7 @@ from uuid import UUID
 
 import psycopg
 import pytest
-from cdc_helpers import ConnectorFactory, decode_all, read_topic, unique
+from cdc_helpers import RECORD_FORMATS, ConnectorFactory, decode_all, read_topic, unique
 
 from cdc.change_event import ChangeEvent, decode_record
 from cdc.cli import EXIT_FAILED, EXIT_REFUSED, main
@@ -60,6 +60,7 @@ def _create(pg: psycopg.Connection[tuple[Any, ...]], tables: list[str], t: str, 
     return f"public.{t}"
 
 
+@pytest.mark.parametrize("record_format", RECORD_FORMATS, indirect=True)
 def test_wide_types_arrive_exactly_from_snapshot_and_stream(
     stack: Any, pg: psycopg.Connection[tuple[Any, ...]], tables: list[str], connectors: ConnectorFactory
 ) -> None:
@@ -70,7 +71,11 @@ def test_wide_types_arrive_exactly_from_snapshot_and_stream(
     spec = connectors.start(connectors.spec([table]))
     pg.execute(insert.replace("%s", "2"))  # type: ignore[arg-type]
     records = read_topic(stack.kafka_bootstrap_servers, spec.topic_for(table), until=lambda rs: len(rs) >= 2)
-    rows = {i.after["id"]: i for i in decode_all(records) if isinstance(i, ChangeEvent) and i.after}
+    rows = {
+        i.after["id"]: i
+        for i in decode_all(records, connectors.schemas)
+        if isinstance(i, ChangeEvent) and i.after
+    }
     assert rows[1].source.is_snapshot and not rows[2].source.is_snapshot
     for row in (rows[1].after, rows[2].after):
         assert row is not None
@@ -90,6 +95,7 @@ REFUSED = [
 ]
 
 
+@pytest.mark.parametrize("record_format", RECORD_FORMATS, indirect=True)
 def test_values_that_cannot_be_exact_are_refused_by_name_and_others_still_decode(
     stack: Any,
     pg: psycopg.Connection[tuple[Any, ...]],
@@ -111,7 +117,14 @@ def test_values_that_cannot_be_exact_are_refused_by_name_and_others_still_decode
     for r in records:
         try:
             decoded.append(
-                decode_record(topic=r.topic, partition=r.partition, offset=r.offset, key=r.key, value=r.value)
+                decode_record(
+                    topic=r.topic,
+                    partition=r.partition,
+                    offset=r.offset,
+                    key=r.key,
+                    value=r.value,
+                    schemas=connectors.schemas,
+                )
             )
         except ChangeEventDecodeError as exc:
             assert exc.column is not None, str(exc)
@@ -124,7 +137,12 @@ def test_values_that_cannot_be_exact_are_refused_by_name_and_others_still_decode
     assert "multi-dimensional" in str(refused["grid"])
     assert [e.after["id"] for e in decoded if isinstance(e, ChangeEvent) and e.after] == [100]
 
-    flags = ["--bootstrap-servers", stack.kafka_bootstrap_servers]
+    flags = [
+        "--bootstrap-servers",
+        stack.kafka_bootstrap_servers,
+        "--registry-url",
+        stack.schema_registry_url,
+    ]
     capsys.readouterr()
     assert main(["tail", topic, "--from-beginning", "--idle-timeout", "3", *flags]) == EXIT_REFUSED
     stopped = capsys.readouterr()

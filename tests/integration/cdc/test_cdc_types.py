@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_helpers import ConnectorFactory, decode_all, read_topic, unique
+from cdc_helpers import RECORD_FORMATS, ConnectorFactory, decode_all, read_topic, unique
 from cdc_torture import LARGE_BYTES, create_sql, insert_sql
 from psycopg.types import TypeInfo
 from psycopg.types.hstore import register_hstore
@@ -44,6 +44,7 @@ def _normal(column: str, value: Any) -> Any:
     return value
 
 
+@pytest.mark.parametrize("record_format", RECORD_FORMATS, indirect=True)
 def test_type_torture_round_trips(
     stack: Any, pg: psycopg.Connection[tuple[Any, ...]], tables: list[str], connectors: ConnectorFactory
 ) -> None:
@@ -62,7 +63,8 @@ def test_type_torture_round_trips(
 
     spec = connectors.start(connectors.spec([table]))
     items = decode_all(
-        read_topic(stack.kafka_bootstrap_servers, spec.topic_for(table), until=lambda rs: len(rs) >= 4)
+        read_topic(stack.kafka_bootstrap_servers, spec.topic_for(table), until=lambda rs: len(rs) >= 4),
+        connectors.schemas,
     )
     decoded = {i.after["id"]: i.after for i in items if isinstance(i, ChangeEvent) and i.after is not None}
     assert sorted(decoded) == sorted(expected) == [1, 2, 3, 4]

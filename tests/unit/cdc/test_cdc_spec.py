@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from cdc.connector_spec import ConnectorSpec, DatabaseSpec, sanitize_identifier
+from cdc.connector_spec import (
+    AVRO_CONVERTER,
+    DEFAULT_FORMAT,
+    SCHEMALESS_JSON,
+    ConnectorSpec,
+    DatabaseSpec,
+    RegistrySpec,
+    sanitize_identifier,
+)
 from cdc.errors import SpecError
 
 YAML = """
@@ -187,3 +195,87 @@ def test_the_oversize_router_is_last_in_the_chain_and_measures_with_the_connecto
         ConnectorSpec.from_mapping({**base, "topics": {"oversize": "skip"}})
     with pytest.raises(SpecError, match="spec fields manage"):
         ConnectorSpec.from_mapping({**base, "extra": {"transforms.toolkit_oversize.max.bytes": "1"}})
+
+
+_BASE = {
+    "name": "fmt",
+    "database": {"hostname": "db", "user": "u", "dbname": "d"},
+    "topic_prefix": "fmt",
+    "tables": ["public.t"],
+}
+_JSON = "org.apache.kafka.connect.json.JsonConverter"
+
+
+@pytest.mark.parametrize(("fmt", "inline"), [(None, "true"), ("json", "true"), ("json-schemaless", "false")])
+def test_json_formats_render_json_converters(fmt: str | None, inline: str) -> None:
+    doc = _BASE if fmt is None else {**_BASE, "format": fmt}
+    config = ConnectorSpec.from_mapping(doc).to_config()
+    for side in ("key", "value"):
+        assert config[f"{side}.converter"] == _JSON and config[f"{side}.converter.schemas.enable"] == inline
+    assert "schema.name.adjustment.mode" not in config
+    assert ConnectorSpec.from_mapping(_BASE).format == DEFAULT_FORMAT == "json"  # until the benchmark picks
+
+
+def test_avro_renders_apicurio_converters_in_confluent_framing_for_keys_and_values() -> None:
+    spec = ConnectorSpec.from_mapping(
+        {**_BASE, "format": "avro", "registry": {"url": "http://apicurio:8080/apis/ccompat/v7"}}
+    )
+    config = spec.to_config()
+    for side in ("key", "value"):
+        assert config[f"{side}.converter"] == AVRO_CONVERTER
+        assert {
+            k.removeprefix(f"{side}.converter."): v
+            for k, v in config.items()
+            if k.startswith(f"{side}.converter.")
+        } == {
+            "apicurio.registry.url": "http://apicurio:8080/apis/registry/v2",
+            "apicurio.registry.auto-register": "true",
+            "apicurio.registry.as-confluent": "true",
+            "apicurio.registry.use-id": "contentId",
+            "apicurio.registry.headers.enabled": "false",
+        }
+    assert config["schema.name.adjustment.mode"] == config["field.name.adjustment.mode"] == "avro"
+    # The oversize router measures records with the same converters.
+    assert config["transforms.toolkit_oversize.value.converter"] == AVRO_CONVERTER
+    assert config["decimal.handling.mode"] == "string"  # the same value modes as JSON: same decoded values
+
+
+@pytest.mark.parametrize(
+    ("url", "base"),
+    [
+        ("http://r:8080", "http://r:8080"),
+        ("http://r:8080/", "http://r:8080"),
+        ("http://r:8080/apis/ccompat/v7", "http://r:8080"),
+        ("https://r/apis/registry/v3", "https://r"),
+    ],
+)
+def test_registry_url_is_cut_back_to_the_base(url: str, base: str) -> None:
+    assert RegistrySpec(url=url).v2_api_url == f"{base}/apis/registry/v2"
+
+
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        ({"format": "protobuf"}, "format 'protobuf' is not one of avro, json, json-schemaless"),
+        ({"format": 3}, "format must be one of"),
+        ({"format": "avro"}, "format avro needs registry.url"),
+        ({"format": "avro", "registry": {"url": "apicurio:8080"}}, "must be an http:// or https:// URL"),
+        ({"format": "avro", "registry": {"uri": "http://r"}}, r"unknown key\(s\) \['uri'\] in registry"),
+        (
+            {"format": "avro", "registry": {"url": "http://r"}, "extra": {"value.converter": _JSON}},
+            r"extra sets \['value.converter'\], which format 'avro' manages",
+        ),
+        (
+            {"format": "json-schemaless", "extra": {"key.converter.schemas.enable": "true"}},
+            "which format 'json-schemaless' manages",
+        ),
+    ],
+)
+def test_bad_formats_are_refused_with_the_fix(over: dict[str, object], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        ConnectorSpec.from_mapping({**_BASE, **over})
+
+
+def test_the_deprecated_schemaless_extra_still_works_on_the_default_format() -> None:
+    config = ConnectorSpec.from_mapping({**_BASE, "extra": dict(SCHEMALESS_JSON)}).to_config()
+    assert config["value.converter.schemas.enable"] == "false"

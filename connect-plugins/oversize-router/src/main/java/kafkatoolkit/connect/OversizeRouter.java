@@ -80,7 +80,10 @@ public class OversizeRouter<R extends ConnectRecord<R>> implements Transformatio
         try {
             Class<?> type = Class.forName(className, true, OversizeRouter.class.getClassLoader());
             Converter c = (Converter) type.getDeclaredConstructor().newInstance();
-            c.configure(settings, isKey);
+            withLoaderOf(c, () -> {
+                c.configure(settings, isKey);
+                return null;
+            });
             return c;
         } catch (ReflectiveOperationException | ClassCastException e) {
             throw new ConfigException(prefix.substring(0, prefix.length() - 1), className,
@@ -102,9 +105,27 @@ public class OversizeRouter<R extends ConnectRecord<R>> implements Transformatio
         return size <= maxBytes ? record : marker(record, size);
     }
 
+    /**
+     * Runs {@code action} with the converter's own class loader as the thread's context loader, as Connect
+     * does for the connector's converters. A converter from another plugin folder (Apicurio's AvroConverter)
+     * resolves its configured classes through the context loader, which is otherwise this plugin's.
+     */
+    private static <T> T withLoaderOf(Converter converter, java.util.function.Supplier<T> action) {
+        Thread thread = Thread.currentThread();
+        ClassLoader previous = thread.getContextClassLoader();
+        thread.setContextClassLoader(converter.getClass().getClassLoader());
+        try {
+            return action.get();
+        } finally {
+            thread.setContextClassLoader(previous);
+        }
+    }
+
     private long exactSize(R record) {
-        byte[] key = keyConverter.fromConnectData(record.topic(), record.keySchema(), record.key());
-        byte[] value = valueConverter.fromConnectData(record.topic(), record.valueSchema(), record.value());
+        byte[] key = withLoaderOf(keyConverter,
+                () -> keyConverter.fromConnectData(record.topic(), record.keySchema(), record.key()));
+        byte[] value = withLoaderOf(valueConverter,
+                () -> valueConverter.fromConnectData(record.topic(), record.valueSchema(), record.value()));
         return RECORD_OVERHEAD + headersBound(record) + (key == null ? 0 : key.length)
                 + (value == null ? 0 : value.length);
     }

@@ -1,0 +1,31 @@
+"""Why a connector or task FAILED, in one line a user can act on (pure: a Connect trace in, text out).
+
+Connect reports a failed task as a Java stack trace whose first line is often only the wrapper
+("Tolerance exceeded in error handler"); the root cause is the last "Caused by:". Failures inside the
+schema registry's client (Apicurio's Avro converter registering or looking up a schema) often carry no
+message at all, so they are named as such, with the registry URL the connector was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+_REGISTRY_CLIENT = "io.apicurio.registry"
+_REGISTRY_URL_KEYS = ("value.converter.apicurio.registry.url", "key.converter.apicurio.registry.url")
+
+
+def failure_cause(trace: str | None, config: Mapping[str, str]) -> str | None:
+    """The root cause of a failure trace, or None when there is no trace."""
+    lines = [line.strip() for line in (trace or "").strip().splitlines() if line.strip()]
+    if not lines:
+        return None
+    causes = [line.removeprefix("Caused by: ") for line in lines if line.startswith("Caused by: ")]
+    root = causes[-1] if causes else lines[0]
+    if _REGISTRY_CLIENT in (trace or ""):
+        url = next((config[k] for k in _REGISTRY_URL_KEYS if config.get(k)), "(not set)")
+        return (
+            f"the Avro converter could not register or look up a schema in the registry at {url} ({root}); "
+            "check that the registry runs and that the spec's registry.url is the address the Connect "
+            "worker reaches it at, apply the spec, then `cdc restart <connector>`"
+        )
+    return root
