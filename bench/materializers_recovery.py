@@ -71,6 +71,8 @@ VARIANTS = (
     Variant("defaults", {}, ()),
     Variant("old_defaults", {"MATERIALIZERS_JVM_CACHE": "off"}, ("--small-batch-rows", "0")),
 )
+# Experiments (--variant NAME): JVM settings tried against the defaults before one becomes a default.
+EXPERIMENTS = (Variant("c1_only", {"JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1"}, ()),)
 
 
 def start_driver(plan: JobPlan, variant: Variant, log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -121,17 +123,24 @@ def one_round(plan: JobPlan, variant: Variant, prober: Prober, warmup: float, wo
             ):
                 caught_up = time.time()
             time.sleep(0.1)
-        phases = timeline.startup(timeline.read(plan.job_dir), after=killed)
+        entries = timeline.read(plan.job_dir)
+        phases = timeline.startup(entries, after=killed)
+        steady = timeline.batch_medians(
+            entries, since=killed - warmup / 2, until=killed
+        )  # warm, before the kill
         return {
             "recovery_s": None if recovered is None else round(recovered - killed, 2),
             "caught_up_s": None if caught_up is None else round(caught_up - killed, 2),
             "phases_s": {k: round(v, 2) for k, v in phases.items()},
+            "steady_batch_ms": steady.get("total"),
         }
     finally:
         stop(proc)
 
 
-def run(base: RunConfig, rows: int, rate: int, rounds: int, warmup: float, work: Path) -> dict[str, Any]:
+def run(
+    base: RunConfig, rows: int, rate: int, rounds: int, warmup: float, work: Path, variants: Sequence[Variant]
+) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:6]
     schema = f"bench_rec_{tag}"
     table, spec = captured_table(base, schema, rows, SCHEMALESS_JSON)  # the demo's record format
@@ -142,10 +151,10 @@ def run(base: RunConfig, rows: int, rate: int, rounds: int, warmup: float, work:
             PRODUCTS,
             replace(base, topic=spec.topic_for(table), table=table, home=work / v.name, redis_prefix=f"{prefix}-{v.name}"),
         )
-        for v in VARIANTS
+        for v in variants
     }  # fmt: skip
     env = base.endpoints.as_env()
-    results: dict[str, list[dict[str, Any]]] = {v.name: [] for v in VARIANTS}
+    results: dict[str, list[dict[str, Any]]] = {v.name: [] for v in variants}
     writer = None
     probers: dict[str, Prober] = {}
     try:
@@ -159,7 +168,7 @@ def run(base: RunConfig, rows: int, rate: int, rounds: int, warmup: float, work:
         writer = PacedUpdates(base.endpoints.pg_dsn, table, rows, rate, list(probers.values()))
         writer.start()
         for n in range(rounds):
-            for variant in VARIANTS if n % 2 == 0 else reversed(VARIANTS):
+            for variant in variants if n % 2 == 0 else reversed(variants):
                 outcome = one_round(plans[variant.name], variant, probers[variant.name], warmup, work, env)
                 print(f"round {n + 1} {variant.name}: {json.dumps(outcome)}", flush=True)
                 results[variant.name].append(outcome)
@@ -180,7 +189,7 @@ def run(base: RunConfig, rows: int, rate: int, rounds: int, warmup: float, work:
 
 def medians(runs: list[dict[str, Any]]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
-    for key in ("recovery_s", "caught_up_s"):
+    for key in ("recovery_s", "caught_up_s", "steady_batch_ms"):
         values = [r[key] for r in runs if r[key] is not None]
         out[key] = round(statistics.median(values), 2) if len(values) == len(runs) and values else None
     phases = {k for r in runs for k in r["phases_s"]}
@@ -195,12 +204,12 @@ def render_markdown(res: dict[str, Any]) -> str:
     lines = ["# Materializer recovery after kill -9", "", f"Measured {res['measured_at']} on {res['machine']}: "
              f"{res['rounds_per_variant']} interleaved rounds per variant, {res['rate']} rows/s of updates, "
              f"kill after {res['warmup_s']:g} s of load; medians.", "",
-             "| variant | kill → first view update s | kill → caught up s | session ready s | query started s | first batch committed s |",
-             "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+             "| variant | kill → first view update s | kill → caught up s | session ready s | query started s | first batch committed s | steady batch ms |",
+             "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for name, m in res["medians"].items():
         lines.append(
             f"| {name} | {m['recovery_s']} | {m['caught_up_s']} | {m.get('phase.session_s')} "
-            f"| {m.get('phase.query_s')} | {m.get('phase.batch_s')} |"
+            f"| {m.get('phase.query_s')} | {m.get('phase.batch_s')} | {m.get('steady_batch_ms')} |"
         )
     lines += ["", f"old defaults / defaults: recovery {_ratio(old, d, 'recovery_s')}x, caught up "
               f"{_ratio(old, d, 'caught_up_s')}x. "
@@ -227,11 +236,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--table-rows", type=int, default=5_000)
     parser.add_argument("--rounds", type=int, default=3, help="rounds per variant, interleaved")
     parser.add_argument("--warmup", type=float, default=20.0, help="seconds of load before the kill")
+    parser.add_argument(
+        "--with",
+        dest="extra",
+        action="append",
+        default=[],
+        choices=[v.name for v in EXPERIMENTS],
+        help="also run this experimental variant",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     base = RunConfig.from_env()
     with tempfile.TemporaryDirectory(prefix="bench-recovery-") as work:
-        res = run(base, args.table_rows, args.rate, args.rounds, args.warmup, Path(work))
+        variants = [*VARIANTS, *(v for v in EXPERIMENTS if v.name in args.extra)]
+        res = run(base, args.table_rows, args.rate, args.rounds, args.warmup, Path(work), variants)
     res |= {
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",

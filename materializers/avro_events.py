@@ -123,8 +123,10 @@ def decode(
             ),
         )
     )
-    texts = schemas.known() if schemas.assume_known else {}
-    if not texts:
+    # Trusting the cache, even an empty one (a restarted driver): a record of an id not known yet
+    # comes back as an error row with its schema_id, and the caller decodes again once it learned it.
+    texts = schemas.known() if schemas.assume_known else None
+    if texts is None:
         framed = base.where(envelope_error.isNull()).select("schema_id").distinct()
         ids = sorted(int(r["schema_id"]) for r in framed.collect())
         texts = {sid: text for sid in ids if (text := schemas.get(sid)) is not None}

@@ -145,6 +145,14 @@ def test_heartbeat_can_be_disabled() -> None:
     assert "heartbeat.action.query" not in config and config["table.include.list"] == r"public\.t"
 
 
+def test_a_live_change_is_handed_to_connect_within_50_ms_unless_extra_says_otherwise() -> None:
+    doc = {"name": "n", "database": {"hostname": "h", "user": "u", "dbname": "d"}, "topic_prefix": "p",
+           "tables": ["public.t"]}  # fmt: skip
+    assert ConnectorSpec.from_mapping(doc).to_config()["poll.interval.ms"] == "50"
+    tuned = ConnectorSpec.from_mapping({**doc, "extra": {"poll.interval.ms": "500"}})
+    assert tuned.to_config()["poll.interval.ms"] == "500"
+
+
 def test_record_size_limit_reaches_the_topics_and_the_producer() -> None:
     base = {
         "name": "big",
