@@ -40,7 +40,6 @@ import psycopg
 from materializers_bench import (
     PacedUpdates,
     Prober,
-    _caught_up,
     _wait_until,
     cache_stamps,
     captured_table,
@@ -87,6 +86,12 @@ def start_driver(plan: JobPlan, variant: Variant, log: Path, env: dict[str, str]
         )  # fmt: skip
 
 
+def reached(plan: JobPlan, offsets: checkpoint.Offsets) -> bool:
+    """Whether the job's checkpoint has committed everything up to `offsets` (a moving topic's end
+    offsets as of a moment: under load the live end is never reached exactly)."""
+    return not checkpoint.lag(checkpoint.committed(plan.checkpoint).offsets, offsets)
+
+
 def stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -101,9 +106,13 @@ def one_round(plan: JobPlan, variant: Variant, prober: Prober, warmup: float, wo
               env: dict[str, str]) -> dict[str, Any]:  # fmt: skip
     """Start (from the variant's checkpoint), run `warmup` s under load, kill -9, restart, measure."""
     log = work / f"{variant.name}.log"
+    backlog = lag.end_offsets(plan.config.endpoints.kafka_bootstrap_servers, plan.topic)
     proc = start_driver(plan, variant, log, env)
+    killed = 0.0
+    recovered: float | None = None
+    caught_up: float | None = None
     try:
-        _wait_until(partial(_caught_up, plan), 300, proc, "the driver never caught up before the kill")
+        _wait_until(partial(reached, plan, backlog), 300, proc, "the driver never caught up before the kill")
         time.sleep(warmup)
         killed = time.time()
         os.killpg(proc.pid, signal.SIGKILL)
@@ -111,31 +120,26 @@ def one_round(plan: JobPlan, variant: Variant, prober: Prober, warmup: float, wo
         proc = start_driver(plan, variant, log, env)
         backlog = lag.end_offsets(plan.config.endpoints.kafka_bootstrap_servers, plan.topic)
         deadline = time.monotonic() + 180
-        recovered = caught_up = None
         while time.monotonic() < deadline and (recovered is None or caught_up is None):
             if proc.poll() is not None:
                 raise RuntimeError(f"the restarted driver exited ({proc.returncode}); see {log}")
             seen_after = [seen for committed, seen in list(prober.sighted) if committed > killed]
             if recovered is None and seen_after:
                 recovered = min(seen_after)
-            if caught_up is None and not checkpoint.lag(
-                checkpoint.committed(plan.checkpoint).offsets, backlog
-            ):
+            if caught_up is None and reached(plan, backlog):
                 caught_up = time.time()
             time.sleep(0.1)
-        entries = timeline.read(plan.job_dir)
-        phases = timeline.startup(entries, after=killed)
-        steady = timeline.batch_medians(
-            entries, since=killed - warmup / 2, until=killed
-        )  # warm, before the kill
-        return {
-            "recovery_s": None if recovered is None else round(recovered - killed, 2),
-            "caught_up_s": None if caught_up is None else round(caught_up - killed, 2),
-            "phases_s": {k: round(v, 2) for k, v in phases.items()},
-            "steady_batch_ms": steady.get("total"),
-        }
     finally:
-        stop(proc)
+        stop(proc)  # its last progress reaches the timeline as it stops
+    entries = timeline.read(plan.job_dir)
+    phases = timeline.startup(entries, after=killed)
+    steady = timeline.batch_medians(entries, since=killed - warmup / 2, until=killed)  # warm, before the kill
+    return {
+        "recovery_s": None if recovered is None else round(recovered - killed, 2),
+        "caught_up_s": None if caught_up is None else round(caught_up - killed, 2),
+        "phases_s": {k: round(v, 2) for k, v in phases.items()},
+        "steady_batch_ms": steady.get("total"),
+    }
 
 
 def run(
