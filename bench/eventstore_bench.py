@@ -119,16 +119,14 @@ def _order_commands(prefix: str, orders: int) -> list[Any]:
 
 def ours_worker(config: Any, prefix: str, orders: int, window: int, barrier: Any, out: Any) -> None:
     """window 1: one `execute` at a time (latency per command); window > 1: pipelined."""
-    from eventstore.client import EventStoreClient
+    from eventstore import EventStore
     from eventstore.examples.order import ORDER
-    from eventstore.registry import HttpRegistry
-    from eventstore.serde import Serde
 
-    serde = Serde(ORDER, HttpRegistry(config.schema_registry_url), store=config)
+    store = EventStore(config, ORDER)
     commands = _order_commands(prefix, orders)
-    with EventStoreClient(config, ORDER, serde) as client:
-        for name in serde.catalog.texts:
-            serde.schema_id(name)  # registry look-ups before the clock starts
+    with store.client() as client:
+        for name in store.serde.catalog.texts:
+            store.serde.schema_id(name)  # registry look-ups before the clock starts
         barrier.wait(120)
         started, cpu = time.time(), time.process_time()
         latencies: list[float] = []
@@ -263,19 +261,11 @@ def run_clients(
 def processor_main(
     config: Any, instance: str, batch_size: int, linger_ms: float | None, stop: Any, out: Any
 ) -> None:
+    from eventstore import EventStore
     from eventstore.examples.order import ORDER
-    from eventstore.processor import CommandProcessor
-    from eventstore.registry import HttpRegistry
-    from eventstore.serde import Serde
 
-    serde = Serde(ORDER, HttpRegistry(config.schema_registry_url), store=config)
-    processor = CommandProcessor(
-        config,
-        ORDER,
-        serde,
-        instance_id=instance,
-        batch_size=batch_size,
-        **({} if linger_ms is None else {"linger_ms": linger_ms}),
+    processor = EventStore(config, ORDER).processor(
+        instance, batch_size=batch_size, **({} if linger_ms is None else {"linger_ms": linger_ms})
     )
 
     def watch() -> None:
@@ -320,13 +310,12 @@ def combined(out: Any, processors: list[Any]) -> dict[str, Any]:
 
 def sample_records(config: Any, events: int) -> list[tuple[bytes, bytes, Any]]:
     """The exact bytes our processor writes for `events` events of the same order workload."""
+    from eventstore import EventStore
     from eventstore.decision import StreamState, handle
     from eventstore.envelope import CommandEnvelope
     from eventstore.examples.order import INITIAL, ORDER
-    from eventstore.registry import HttpRegistry
-    from eventstore.serde import Serde
 
-    serde = Serde(ORDER, HttpRegistry(config.schema_registry_url), store=config)
+    serde = EventStore(config, ORDER).serde
     states: dict[str, StreamState[Any]] = {}
     records = []
     for i, command in enumerate(_order_commands("raw", events // (1 + LINES_PER_ORDER) + 1)):
@@ -442,12 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     import psycopg
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-    from eventstore.config import StoreConfig
+    from eventstore import EventStore, StoreConfig
     from eventstore.examples.order import ORDER
-    from eventstore.registration import register_all
-    from eventstore.registry import HttpRegistry
-    from eventstore.serde import Serde
-    from eventstore.topics import ensure_topics, specs
+    from eventstore.topics import specs
     from kafkakit.clients import make_admin
     from kafkakit.settings import Endpoints
 
@@ -456,8 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     config = replace(
         StoreConfig.from_env(), name=f"bench-{run_id}", partitions=plan.partitions, reply_timeout_s=60
     )
-    ensure_topics(config)
-    register_all(Serde(ORDER, HttpRegistry(config.schema_registry_url), store=config))
+    EventStore(config, ORDER).init()
     raw_topic = f"bench-{run_id}.raw"
     admin = make_admin({"bootstrap.servers": config.bootstrap_servers})
     for future in admin.create_topics([NewTopic(raw_topic, plan.partitions, 1)]).values():

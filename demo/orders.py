@@ -12,12 +12,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eventstore.client import EventStoreClient
-from eventstore.config import StoreConfig
-from eventstore.errors import DomainError, SchemaViolation, WrongExpectedVersion
+from eventstore import DomainError, EventStore, SchemaViolation, StoreConfig, WrongExpectedVersion
 from eventstore.examples import order as o
-from eventstore.examples.order import ORDER
-from eventstore.registry import HttpRegistry
+from eventstore.examples.order import ORDER, OrderState
 from eventstore.serde import Serde
 
 
@@ -31,8 +28,14 @@ class Tally:
             self.counts[what] += n
 
 
+def store(config: StoreConfig) -> EventStore[OrderState]:
+    """The demo's order store: the Order aggregate on `config`'s topics and registry."""
+    return EventStore(config, ORDER)
+
+
 def serde(config: StoreConfig) -> Serde:
-    return Serde(ORDER, HttpRegistry(config.schema_registry_url), store=config)
+    """The store's serde (demo/run.py registers the schemas with it)."""
+    return store(config).serde
 
 
 def start_processor(config: StoreConfig, log_file: Path, instance: str = "demo-1") -> subprocess.Popen[bytes]:
@@ -53,9 +56,8 @@ class OrderClient:
     """One client thread's life: create orders, add lines, place or cancel; plus the refused cases."""
 
     def __init__(self, config: StoreConfig, worker: int, tally: Tally, seed: int) -> None:
-        self.client = EventStoreClient(
-            config, ORDER, serde(config), reply_partition=worker % config.partitions
-        )
+        # A store per client thread: each has its own registry connection and serde caches.
+        self.client = store(config).client(reply_partition=worker % config.partitions)
         self.worker, self.tally, self.rng = worker, tally, random.Random(seed)
 
     def close(self) -> None:

@@ -39,7 +39,47 @@ def schema_version(cls: type) -> int:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Aggregate(Generic[S]):
-    """One aggregate type: its decider, its record classes and where their Avro schemas live."""
+    """One aggregate type: its decider, its record classes and where their Avro schemas live.
+
+    Parameters:
+        name: the aggregate's name, the prefix of its stream ids by convention (`order-42`).
+        initial_state: the state of a stream before its first event.
+        decide: `decide(command, state) -> events`, pure; raises a `DomainError` subclass to refuse.
+        evolve: `evolve(state, event) -> state`, pure; folds one event into the state.
+        stream_id: the stream a command addresses, e.g. `lambda c: f"order-{c.order_id}"`.
+        state_type: the state's dataclass (snapshots store it with its own schema).
+        command_types, event_types: the record classes; each declares a stable `command_type` or
+            `event_type` string (never an import path) and a `schema_version`.
+        schema_dir: the folder (a `Path` or `importlib.resources.files(...)`) holding one Avro schema
+            `<type string>.avsc` per command, event and state type; `EventStore` refuses an aggregate
+            with a file missing, before anything is written.
+        domain_errors: the `DomainError` subclasses `decide` raises, so clients get them back typed
+            (matched by their `code`).
+
+    Example (schemas in `myshop/schemas/`: `cart.create.avsc`, `cart.created.avsc`, `cart.state.avsc`):
+
+        >>> @dataclass(frozen=True, slots=True, kw_only=True)
+        ... class CreateCart:
+        ...     command_type: ClassVar[str] = "cart.create"
+        ...     cart_id: str
+        >>> @dataclass(frozen=True, slots=True, kw_only=True)
+        ... class CartCreated:
+        ...     event_type: ClassVar[str] = "cart.created"
+        ...     cart_id: str
+        >>> @dataclass(frozen=True, slots=True, kw_only=True)
+        ... class Cart:
+        ...     state_type: ClassVar[str] = "cart.state"
+        ...     exists: bool = False
+        >>> def decide(command: CreateCart, state: Cart) -> tuple[CartCreated, ...]:
+        ...     if state.exists:
+        ...         raise DomainError("cart exists")
+        ...     return (CartCreated(cart_id=command.cart_id),)
+        >>> CART = Aggregate(name="cart", initial_state=Cart(), decide=decide,
+        ...                  evolve=lambda state, event: Cart(exists=True),
+        ...                  stream_id=lambda c: f"cart-{c.cart_id}", state_type=Cart,
+        ...                  command_types=(CreateCart,), event_types=(CartCreated,),
+        ...                  schema_dir=files("myshop") / "schemas")
+    """
 
     name: str
     initial_state: S

@@ -6,7 +6,8 @@ defaults. `--json` prints machine-readable output (one JSON document or JSON lin
 Exit codes:
   0  success
   1  unexpected error (a bug: please report with the traceback)
-  2  usage or configuration error (bad flag, bad JSON, unknown command type)
+  2  usage or configuration error (bad flag, bad JSON, unknown command type; StoreConfigError: the
+     aggregate or the endpoints cannot make a store, e.g. a missing schema file or registry URL)
   3  WrongExpectedVersion: the stream moved; re-read and decide again
   4  domain error: the command broke a business rule; nothing was appended
   5  invalid input: schema violation / command rejected / incompatible schema; nothing was appended
@@ -37,18 +38,12 @@ from rich.table import Table
 
 from eventstore import errors
 from eventstore.aggregate import Aggregate
-from eventstore.client import EventStoreClient
 from eventstore.config import StoreConfig
 from eventstore.envelope import EventEnvelope
 from eventstore.migration import Step, migrate
-from eventstore.processor import CommandProcessor
-from eventstore.reading import EventReader
 from eventstore.records import from_record, to_record
-from eventstore.registration import register_all
-from eventstore.registry import HttpRegistry
-from eventstore.replay import as_json, dumps, read_records, replay_to_topic
-from eventstore.serde import Serde
-from eventstore.topics import ensure_topics
+from eventstore.replay import dumps
+from eventstore.store import EventStore
 from kafkakit.errors import BadStartPosition, ConfigError
 from kafkakit.logs import configure_cli_logging
 from kafkakit.positions import parse_partition_offsets, parse_start, parse_timestamp
@@ -191,10 +186,6 @@ def load_aggregate(spec: str) -> Aggregate[Any]:
     return found
 
 
-def _serde(config: StoreConfig, aggregate: Aggregate[Any]) -> Serde:
-    return Serde(aggregate, HttpRegistry(config.schema_registry_url), store=config)
-
-
 def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     table = Table(title=title)
     for column in columns:
@@ -216,25 +207,22 @@ def _event_json(event: EventEnvelope) -> dict[str, Any]:
     }
 
 
-def cmd_init(args: argparse.Namespace, config: StoreConfig, aggregate: Aggregate[Any]) -> int:
-    topics = ensure_topics(config)
-    reports = register_all(_serde(config, aggregate))
+def cmd_init(args: argparse.Namespace, store: EventStore[Any]) -> int:
+    report = store.init()
     if args.json:
-        print(json.dumps({"topics": dict(topics), "schemas": [asdict(r) for r in reports]}))
+        print(json.dumps({"topics": dict(report.topics), "schemas": [asdict(r) for r in report.schemas]}))
     else:
-        _table("topics", ["topic", "status"], topics)
+        _table("topics", ["topic", "status"], report.topics)
         _table(
             "schemas",
             ["subject", "status", "version", "id"],
-            [(r.subject, r.status, r.version, r.schema_id) for r in reports],
+            [(r.subject, r.status, r.version, r.schema_id) for r in report.schemas],
         )
     return 0
 
 
-def cmd_processor(args: argparse.Namespace, config: StoreConfig, aggregate: Aggregate[Any]) -> int:
-    processor = CommandProcessor(
-        config, aggregate, _serde(config, aggregate), instance_id=args.instance_id, batch_size=args.batch_size
-    )
+def cmd_processor(args: argparse.Namespace, store: EventStore[Any]) -> int:
+    processor = store.processor(args.instance_id, batch_size=args.batch_size)
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         logging.getLogger(__name__).info("signal %d: finishing the current transaction, then exiting", signum)
@@ -246,7 +234,8 @@ def cmd_processor(args: argparse.Namespace, config: StoreConfig, aggregate: Aggr
     return 0
 
 
-def cmd_execute(args: argparse.Namespace, config: StoreConfig, aggregate: Aggregate[Any]) -> int:
+def cmd_execute(args: argparse.Namespace, store: EventStore[Any]) -> int:
+    aggregate = store.aggregate
     cls = aggregate.record_class(args.command)
     if cls is None or cls not in aggregate.command_types:
         names = [c.command_type for c in aggregate.command_types]  # type: ignore[attr-defined]
@@ -259,9 +248,8 @@ def cmd_execute(args: argparse.Namespace, config: StoreConfig, aggregate: Aggreg
         raise ConfigError(
             f'--data must be a JSON object of the command\'s fields, not {type(data).__name__}; write e.g. \'{{"order_id": "42"}}\''
         )
-    serde = _serde(config, aggregate)
-    serde.validate(args.command, data)  # names the field before anything is sent
-    with EventStoreClient(config, aggregate, serde) as client:
+    store.serde.validate(args.command, data)  # names the field before anything is sent
+    with store.client() as client:
         outcome = client.execute(
             from_record(cls, data),
             expected_version=args.expected_version,
@@ -278,16 +266,13 @@ def cmd_execute(args: argparse.Namespace, config: StoreConfig, aggregate: Aggreg
     return 0
 
 
-def cmd_read(args: argparse.Namespace, config: StoreConfig, aggregate: Aggregate[Any]) -> int:
-    events = EventReader(config, aggregate, _serde(config, aggregate))
-    try:
-        found = events.read_stream(args.stream)
-    finally:
-        events.close()
+def cmd_read(args: argparse.Namespace, store: EventStore[Any]) -> int:
+    found = store.read(args.stream)
     if not found:
+        name = store.aggregate.name
         raise errors.StreamNotFound(
-            f"stream {args.stream!r} has no committed events in {config.events_topic}; check the id "
-            f"(stream ids are {aggregate.name}-<id>, e.g. {aggregate.name}-42) and the store --name"
+            f"stream {args.stream!r} has no committed events in {store.config.events_topic}; check the id "
+            f"(stream ids are {name}-<id>, e.g. {name}-42) and the store --name"
         )
     if args.json:
         for event in found:
@@ -301,24 +286,21 @@ def cmd_read(args: argparse.Namespace, config: StoreConfig, aggregate: Aggregate
     return 0
 
 
-def cmd_subscribe(args: argparse.Namespace, config: StoreConfig, aggregate: Aggregate[Any]) -> int:
-    events = EventReader(config, aggregate, _serde(config, aggregate))
-    try:
-        for event in events.subscribe(
-            parse_start(args.start), until_end=args.until_end, idle_timeout=args.idle_timeout
-        ):
-            if args.json:
-                print(dumps(_event_json(event)), flush=True)
-            else:
-                out.print(
-                    f"{event.position} {event.stream_id} v{event.version} {event.event_type} {to_record(event.event)}"
-                )
-    finally:
-        events.close()
+def cmd_subscribe(args: argparse.Namespace, store: EventStore[Any]) -> int:
+    events = store.subscribe(
+        parse_start(args.start), until_end=args.until_end, idle_timeout=args.idle_timeout
+    )
+    for event in events:
+        if args.json:
+            print(dumps(_event_json(event)), flush=True)
+        else:
+            out.print(
+                f"{event.position} {event.stream_id} v{event.version} {event.event_type} {to_record(event.event)}"
+            )
     return 0
 
 
-def cmd_replay(args: argparse.Namespace, config: StoreConfig, aggregate: Aggregate[Any]) -> int:
+def cmd_replay(args: argparse.Namespace, store: EventStore[Any]) -> int:
     start = (
         parse_partition_offsets(args.from_offset)
         if args.from_offset
@@ -328,17 +310,15 @@ def cmd_replay(args: argparse.Namespace, config: StoreConfig, aggregate: Aggrega
     if args.until_offset:
         until = {p: n for _, p, n in parse_partition_offsets(args.until_offset).by_partition}
     if args.to_stdout:
-        registry = HttpRegistry(config.schema_registry_url)
-        for msg in read_records(config.bootstrap_servers, args.topic, start, until):
-            print(dumps(as_json(msg, registry)), flush=True)
+        for record in store.dump(start, topic=args.topic, until=until):
+            print(dumps(record), flush=True)
         return 0
     with Progress(console=err, disable=args.json) as progress:
         task = progress.add_task(f"{args.topic} -> {args.to_topic}", total=None)
-        report = replay_to_topic(
-            config.bootstrap_servers,
-            args.topic,
+        report = store.replay(
             start,
-            args.to_topic,
+            topic=args.topic,
+            to_topic=args.to_topic,
             until=until,
             on_batch=lambda n: progress.advance(task, n),
         )
@@ -355,19 +335,16 @@ def cmd_replay(args: argparse.Namespace, config: StoreConfig, aggregate: Aggrega
     return 0
 
 
-def cmd_schemas(args: argparse.Namespace, config: StoreConfig, aggregate: Aggregate[Any]) -> int:
-    serde = _serde(config, aggregate)
+def cmd_schemas(args: argparse.Namespace, store: EventStore[Any]) -> int:
     if args.action == "migrate":
-        return _migrate(args, serde)
-    if args.action == "register":
-        reports = register_all(serde)
-    elif args.action == "check":
-        reports = register_all(serde, dry_run=True)
+        return _migrate(args, store)
+    if args.action in ("register", "check"):
+        reports = store.register_schemas(dry_run=args.action == "check")
     else:
         rows = []
-        for record_type in sorted(serde.catalog.texts):
-            for subject in serde.subjects(record_type):
-                latest = serde.registry.latest(subject)
+        for record_type in sorted(store.serde.catalog.texts):
+            for subject in store.serde.subjects(record_type):
+                latest = store.registry.latest(subject)
                 rows.append(
                     (
                         subject,
@@ -399,14 +376,14 @@ def cmd_schemas(args: argparse.Namespace, config: StoreConfig, aggregate: Aggreg
     return 0
 
 
-def _migrate(args: argparse.Namespace, serde: Serde) -> int:
-    steps = migrate(serde.registry, serde.names)
+def _migrate(args: argparse.Namespace, store: EventStore[Any]) -> int:
+    steps = migrate(store.registry, store.serde.names)
     copied = sum(step.status == "copied" for step in steps)
     if args.json:
         print(json.dumps({"copied": copied, "steps": [_step_json(step) for step in steps]}))
         return 0
     if not steps:
-        out.print(f"no old subjects {serde.names.store}-<record type> found: nothing to migrate")
+        out.print(f"no old subjects {store.config.name}-<record type> found: nothing to migrate")
         return 0
     _table(
         "schemas (migrate)",
@@ -448,9 +425,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # librdkafka's INFO lines stay off stderr even with --verbose; its warnings show (kafkakit.logs).
     configure_cli_logging(logging.INFO if args.verbose else logging.WARNING)
     try:
-        config = _config(args)
-        aggregate = load_aggregate(args.aggregate)
-        return COMMANDS[args.cmd](args, config, aggregate)
+        with EventStore(_config(args), load_aggregate(args.aggregate)) as store:
+            return COMMANDS[args.cmd](args, store)
     except (errors.EventStoreError, BadStartPosition, ConfigError) as exc:
         if args.json:
             print(json.dumps({"error": type(exc).__name__, "message": str(exc), **_details(exc)}))

@@ -54,6 +54,34 @@ class Pending:
 
 
 class EventStoreClient(Generic[S]):
+    """Sends commands to the store and awaits their outcomes; reads streams and subscribes to events.
+
+    Build it with `EventStore.client()`; use it as a context manager (or call `close()`), one per
+    thread.
+
+    Parameters:
+        config: the store's settings (`reply_timeout_s` is `wait`'s default timeout).
+        aggregate: the decider whose commands it sends (it derives stream ids and typed errors).
+        serde: the store's encoder/decoder (the `EventStore` owns it).
+        reply_partition: the partition of `<store>.replies` this client listens on (default: a random
+            one); clients may share one, each keeps only the replies to its own commands.
+
+    `execute` = `send` + `wait` + `raise_for`: it returns the `Outcome` of an accepted command and
+    raises `WrongExpectedVersion`, the aggregate's `DomainError`s or `CommandRejected` for refused ones,
+    `SchemaViolation` before sending an invalid one, and `OutcomeUnknown` when no answer came (then
+    retrying with the same `command_id` is safe: the processor returns the first outcome).
+
+    Example:
+
+        >>> from eventstore import EventStore, StoreConfig, WrongExpectedVersion
+        >>> from eventstore.examples.order import ORDER, CreateOrder, PlaceOrder
+        >>> with EventStore(StoreConfig(name="shop"), ORDER).client() as client:
+        ...     created = client.execute(CreateOrder(order_id="42", customer_id="c-7"), expected_version=0)
+        ...     pending = client.send(PlaceOrder(order_id="42"), command_id="place-42")  # pipelined
+        ...     outcomes = client.wait([pending], timeout=30)
+        ...     state = client.load("order-42").state                              # snapshot + tail
+    """
+
     def __init__(
         self,
         config: StoreConfig,

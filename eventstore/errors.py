@@ -8,11 +8,18 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from kafkakit.errors import ToolkitError
+from kafkakit.errors import ConfigError, ToolkitError
 
 
 class EventStoreError(ToolkitError):
     """Root of the eventstore package's errors."""
+
+
+class StoreConfigError(EventStoreError, ConfigError):
+    """An `EventStore` cannot work with this config or aggregate; raised before anything is written.
+
+    The message names what is wrong and how to fix it (a missing schema file, an empty registry URL).
+    """
 
 
 class DomainError(EventStoreError):

@@ -117,6 +117,40 @@ class RebuildReport:
 
 
 class CommandProcessor(Generic[S]):
+    """One member of the store's processor group: owns command partitions, decides, appends.
+
+    Build it with `EventStore.processor(instance_id, ...)`, which passes the store's wiring; the module
+    docstring says what each batch guarantees.
+
+    Parameters:
+        config: the store's settings (topics, group and transactional ids derive from `config.name`).
+        aggregate: the decider whose commands it handles.
+        serde: the store's encoder/decoder (the `EventStore` owns it).
+        instance_id: stable per instance across restarts: it names the static group membership and the
+            transactional ids, so a restarted instance fences its dead predecessor at once. Two live
+            processors must never share one.
+        batch_size: commands consumed and committed per transaction at most.
+        session_timeout_ms: how long the group waits for a silent member before moving its partitions.
+        linger_ms: the transactional producers' `linger.ms` (a batch ends with a flush either way).
+        settle_heap: collect and freeze the heap after each batch (heap.py); turn it off when the
+            processor is embedded in a process that manages its own garbage collection.
+
+    `run()` blocks until `stop_requested` is set (from a signal handler or another thread) or the
+    processor was idle for `max_idle_s`; `rebuilds` and `timings` report what it did.
+
+    Example (a processor in a thread of the application's process):
+
+        >>> import threading
+        >>> from eventstore import EventStore, StoreConfig
+        >>> from eventstore.examples.order import ORDER
+        >>> processor = EventStore(StoreConfig(name="shop"), ORDER).processor("shop-1", batch_size=100)
+        >>> worker = threading.Thread(target=processor.run)
+        >>> worker.start()
+        >>> ...                                     # clients send commands meanwhile
+        >>> processor.stop_requested.set()          # finish or abort the open transaction, then return
+        >>> worker.join()
+    """
+
     def __init__(
         self,
         config: StoreConfig,

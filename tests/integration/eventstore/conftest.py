@@ -11,13 +11,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from es_helpers import cli_env, serde_for
+from es_helpers import cli_env
 
-from eventstore.client import EventStoreClient
-from eventstore.config import StoreConfig
+from eventstore import EventStore, EventStoreClient, StoreConfig
 from eventstore.examples.order import ORDER
-from eventstore.registration import register_all
-from eventstore.topics import ensure_topics
 
 TXN_TIMEOUT_MS = 10_000
 
@@ -33,8 +30,7 @@ def store(stack: Any) -> StoreConfig:
         transaction_timeout_ms=TXN_TIMEOUT_MS,
         reply_timeout_s=60,
     )
-    ensure_topics(config)
-    register_all(serde_for(config))
+    EventStore(config, ORDER).init()
     return config
 
 
@@ -77,5 +73,5 @@ def start_processor(store: StoreConfig, tmp_path: Any) -> Iterator[Callable[...,
 
 @pytest.fixture
 def client(store: StoreConfig) -> Iterator[EventStoreClient[Any]]:
-    with EventStoreClient(store, ORDER, serde_for(store)) as c:
+    with EventStore(store, ORDER).client() as c:
         yield c

@@ -5,14 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from eventstore.config import StoreConfig
+from eventstore import EventStore, StoreConfig
 from eventstore.examples.order import ORDER
-from eventstore.registry import HttpRegistry
-from eventstore.serde import Serde
-
-
-def serde_for(config: StoreConfig, aggregate: Any = ORDER) -> Serde:
-    return Serde(aggregate, HttpRegistry(config.schema_registry_url), store=config)
 
 
 def cli_env(config: StoreConfig) -> dict[str, str]:
@@ -31,7 +25,6 @@ def contention_worker(args: tuple[StoreConfig, int, int, tuple[str, ...], int]) 
     """One writer process: `n` commands with expected versions on shared streams; returns every outcome."""
     import random
 
-    from eventstore.client import EventStoreClient
     from eventstore.examples import order as o
 
     config, worker, n, streams, seed = args
@@ -39,9 +32,7 @@ def contention_worker(args: tuple[StoreConfig, int, int, tuple[str, ...], int]) 
     guess = dict.fromkeys(streams, 1)  # the test created every stream (version 1) beforehand
     mine: dict[str, list[str]] = {s: [] for s in streams}
     results = []
-    with EventStoreClient(
-        config, ORDER, serde_for(config), reply_partition=worker % config.partitions
-    ) as client:
+    with EventStore(config, ORDER).client(reply_partition=worker % config.partitions) as client:
         for i in range(n):
             stream = rng.choice(streams)
             order_id = stream.removeprefix("order-")

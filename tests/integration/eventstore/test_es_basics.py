@@ -10,10 +10,8 @@ from typing import Any, ClassVar
 
 import pytest
 from confluent_kafka import Producer
-from es_helpers import serde_for
 
-from eventstore.client import EventStoreClient, Pending
-from eventstore.config import StoreConfig
+from eventstore import EventStore, EventStoreClient, Pending, StoreConfig
 from eventstore.errors import (
     CommandRejected,
     OutcomeUnknown,
@@ -25,11 +23,8 @@ from eventstore.errors import (
 from eventstore.examples import order as o
 from eventstore.kafkaio import end_offsets, read_to_end
 from eventstore.kafkaio import reader as raw_reader
-from eventstore.reading import EventReader
-from eventstore.registration import register_all
 from eventstore.serde import header_map
 from eventstore.topics import ensure_topics, partition_for
-from kafkakit.positions import parse_start
 
 pytestmark = pytest.mark.integration
 
@@ -107,7 +102,7 @@ def test_unreadable_command_is_refused_not_dropped(
 
 
 def test_timeout_says_maybe_applied_and_retry_is_safe(store: StoreConfig, start_processor: Any) -> None:
-    with EventStoreClient(replace(store, reply_timeout_s=3), o.ORDER, serde_for(store)) as client:
+    with EventStore(replace(store, reply_timeout_s=3), o.ORDER).client() as client:
         with pytest.raises(OutcomeUnknown) as info:  # no processor yet: the command waits in the log
             create(client, "7", command_id="c-7")
         assert info.value.may_have_been_applied and "same command id" in str(info.value)
@@ -120,7 +115,7 @@ def test_timeout_says_maybe_applied_and_retry_is_safe(store: StoreConfig, start_
 def test_broker_down_says_not_applied(store: StoreConfig) -> None:
     down = replace(store, bootstrap_servers="127.0.0.1:1", reply_timeout_s=2)
     with pytest.raises(OutcomeUnknown) as info:
-        EventStoreClient(down, o.ORDER, serde_for(store))
+        EventStore(down, o.ORDER).client()
     assert info.value.may_have_been_applied is False and "nothing was sent" in str(info.value)
 
 
@@ -154,9 +149,7 @@ def test_unknown_event_type_is_named_or_dead_lettered(
     assert f"{store.events_topic}[{partition}]@{bad_offset}" in str(info.value)
     dlq = f"{store.name}.dlq"
     ensure_topics(replace(store, dlq_topic=dlq))
-    reader = EventReader(replace(store, dlq_topic=dlq), o.ORDER, serde_for(store))
-    seen = list(reader.subscribe(parse_start("earliest"), until_end=True))
-    reader.close()
+    seen = list(EventStore(replace(store, dlq_topic=dlq), o.ORDER).subscribe(until_end=True))
     assert [e.event_type for e in seen] == ["order.created"]
     consumer = raw_reader(store.bootstrap_servers)
     dead = [m for p in range(1) for m in read_to_end(consumer, dlq, p)]
@@ -192,24 +185,24 @@ def test_schema_evolution(
     start_processor()
     create(client, "5")
     subject = f"{store.events_topic}-kafkatoolkit.order.OrderCreated"
-    before = serde_for(store).registry.latest(subject)
+    registry = EventStore(store, o.ORDER).registry
+    before = registry.latest(subject)
     assert before is not None
 
     incompatible = _evolved(tmp_path, {"name": "channel", "type": "string"})
     with pytest.raises(SchemaIncompatible, match="channel") as info:
-        register_all(serde_for(store, incompatible))
+        EventStore(store, incompatible).register_schemas()
     assert info.value.field == "channel"
-    assert serde_for(store).registry.latest(subject) == before  # nothing registered
+    assert registry.latest(subject) == before  # nothing registered
 
     compatible = _evolved(tmp_path, {"name": "channel", "type": ["null", "string"], "default": None})
-    reports = {r.record_type: r for r in register_all(serde_for(store, compatible))}
+    evolved = EventStore(store, compatible)
+    reports = {r.record_type: r for r in evolved.register_schemas()}
     assert (
         reports["order.created"].status == "evolved"
         and reports["order.created"].version == before.version + 1
     )
-    new_reader = EventReader(store, compatible, serde_for(store, compatible))
-    old_event = new_reader.read_stream("order-5")[0]
-    new_reader.close()
+    old_event = evolved.read("order-5")[0]
     assert old_event.event == OrderCreatedV2(order_id="5", customer_id="c", channel=None)
     assert old_event.schema_id == before.schema_id  # written with v1, read with v2
 
@@ -218,11 +211,8 @@ def test_clients_sharing_a_reply_partition_keep_only_their_own_outcomes(
     store: StoreConfig, start_processor: Any
 ) -> None:
     start_processor("a")
-    serde = serde_for(store)
-    with (
-        EventStoreClient(store, o.ORDER, serde, reply_partition=1) as a,
-        EventStoreClient(store, o.ORDER, serde, reply_partition=1) as b,
-    ):
+    shared = EventStore(store, o.ORDER)  # one serde for both clients, as before
+    with shared.client(reply_partition=1) as a, shared.client(reply_partition=1) as b:
         pending = [a.send(o.CreateOrder(order_id=f"share-{i}", customer_id="c")) for i in range(5)]
         assert {x.status for x in a.wait(pending).values()} == {"ok"}
         # b reads a's five replies on the way to its own: skipped, not decoded, not kept.

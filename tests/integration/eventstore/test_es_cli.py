@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
-from es_helpers import cli_env, serde_for
+from es_helpers import cli_env
 
+from eventstore import EventStore, StoreConfig
 from eventstore.cli import main
-from eventstore.config import StoreConfig
 from eventstore.examples import order as o
 
 pytestmark = pytest.mark.integration
@@ -141,7 +141,7 @@ def test_schemas_list_check_register(stack: Any, capsys: Any) -> None:
     code, [listed] = run(capsys, config, "schemas", "list")
     assert {r["version"] for r in listed} == {1}
     assert {r["subject"] for r in listed} == {
-        s for subjects in serde_for(config).names.current.values() for s in subjects
+        s for subjects in EventStore(config, o.ORDER).serde.names.current.values() for s in subjects
     }
     assert {r["record_type"] for r in listed} == {*o.ORDER.record_types(), "eventstore.outcome"}
     code, [checked] = run(capsys, config, "schemas", "check")

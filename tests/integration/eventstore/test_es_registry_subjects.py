@@ -14,15 +14,12 @@ from typing import Any
 import httpx
 import pytest
 from confluent_kafka import Producer
-from es_helpers import serde_for
 from fastavro import schemaless_writer
 
+from eventstore import EventStore, StoreConfig, SubjectsNeedMigration
 from eventstore.cli import main
-from eventstore.client import EventStoreClient
-from eventstore.config import StoreConfig
-from eventstore.errors import SubjectsNeedMigration
 from eventstore.examples import order as o
-from eventstore.registry import HttpRegistry
+from eventstore.registry import Registry
 from eventstore.schemas import Catalog, parse_text
 from eventstore.serde import H_STREAM, H_TYPE, H_VERSION, frame
 from eventstore.topics import ensure_topics, partition_for
@@ -45,8 +42,12 @@ def expected_subjects(name: str) -> set[str]:
 def listed_subjects(config: StoreConfig) -> set[str]:
     """The store's subjects, old and new, that the registry holds: asked one by one, since Apicurio's
     /subjects listing stops at 1000 entries (apicurio.ccompat.max-subjects) on a long-lived registry."""
-    registry = HttpRegistry(config.schema_registry_url)
+    registry = registry_of(config)
     return {s for s in legacy(config) | expected_subjects(config.name) if registry.latest(s) is not None}
+
+
+def registry_of(config: StoreConfig) -> Registry:
+    return EventStore(config, o.ORDER).registry
 
 
 def forget_subjects(config: StoreConfig) -> None:
@@ -82,7 +83,7 @@ def test_a_fresh_init_registers_topic_record_name_subjects(stack: Any, capsys: A
         assert {s["subject"] for s in report["schemas"]} == expected_subjects(config.name)
         # The registry's own listing: the new subjects, and no `<store>-<record type>` ones.
         assert listed_subjects(config) == expected_subjects(config.name)
-        registry = HttpRegistry(config.schema_registry_url)
+        registry = registry_of(config)
         outcomes, replies = (
             registry.latest(f"{config.name}.{t}-kafkatoolkit.eventstore.Outcome")
             for t in ("outcomes", "replies")
@@ -109,8 +110,8 @@ def store(stack: Any) -> Iterator[StoreConfig]:
         transaction_timeout_ms=10_000,
         reply_timeout_s=60,
     )
-    ensure_topics(config)
-    registry = HttpRegistry(config.schema_registry_url)
+    ensure_topics(config)  # topics only: the facade's init() would register the new subjects
+    registry = registry_of(config)
     v1 = registry.register(f"{config.name}-order.created", json.dumps(OLD_CREATED))
     for record_type, text in Catalog.for_aggregate(o.ORDER).texts.items():
         registry.register(f"{config.name}-{record_type}", text)
@@ -145,7 +146,7 @@ def test_an_old_store_is_refused_until_migrated(
         assert f"{store.name}-order.created" in error["message"]
         assert f"eventstore schemas migrate --name {store.name}" in error["message"]
 
-    with EventStoreClient(store, o.ORDER, serde_for(store)) as client, pytest.raises(SubjectsNeedMigration):
+    with EventStore(store, o.ORDER).client() as client, pytest.raises(SubjectsNeedMigration):
         client.send(o.AddLine(order_id="old", sku="x", quantity=1, unit_price_cents=5))
 
     processor = start_processor()
@@ -158,7 +159,7 @@ def test_an_old_store_is_refused_until_migrated(
 def test_migrate_moves_an_old_store_and_it_works_after(
     store: StoreConfig, start_processor: Any, capsys: Any
 ) -> None:
-    registry = HttpRegistry(store.schema_registry_url)
+    registry = registry_of(store)
     old_versions = [(r.version, r.schema_id) for r in registry.versions(f"{store.name}-order.created")]
     assert len(old_versions) == 2
 
@@ -181,7 +182,7 @@ def test_migrate_moves_an_old_store_and_it_works_after(
     assert code == 0 and {s["status"] for s in report["schemas"]} == {"unchanged"}
 
     start_processor()
-    with EventStoreClient(store, o.ORDER, serde_for(store)) as client:
+    with EventStore(store, o.ORDER).client() as client:
         line = o.AddLine(order_id="old", sku="x", quantity=1, unit_price_cents=5)
         assert client.execute(line, expected_version=1).last_version == 2
         assert client.execute(o.CreateOrder(order_id="new", customer_id="c")).last_version == 1

@@ -9,15 +9,12 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from es_helpers import serde_for
 
-from eventstore.client import EventStoreClient, Pending
-from eventstore.config import StoreConfig
+from eventstore import CommandProcessor, EventStore, EventStoreClient, Pending, StoreConfig
 from eventstore.decision import StreamState, apply
 from eventstore.envelope import Position
 from eventstore.examples import order as o
 from eventstore.kafkaio import read_to_end, reader
-from eventstore.processor import CommandProcessor
 from eventstore.serde import Serde
 from eventstore.topics import partition_for
 
@@ -54,7 +51,7 @@ def in_process(store: StoreConfig) -> Iterator[Any]:
     running: list[tuple[CommandProcessor[Any], threading.Thread]] = []
 
     def start(config: StoreConfig, instance_id: str) -> CommandProcessor[Any]:
-        processor = CommandProcessor(config, o.ORDER, serde_for(config), instance_id=instance_id)
+        processor = EventStore(config, o.ORDER).processor(instance_id)
         thread = threading.Thread(target=processor.run, daemon=True)
         thread.start()
         running.append((processor, thread))
@@ -93,8 +90,7 @@ def test_takeover_reads_snapshots_and_a_short_tail(
     first.kill()  # kill -9: the new owner learns nothing from it but what is in Kafka
     first.wait(10)
 
-    serde = serde_for(store)
-    expected, sizes = full_replay(store, serde)
+    expected, sizes = full_replay(store, EventStore(store, o.ORDER).serde)
     assert sum(sizes.values()) == IDLE * 3 + len(busy) * (1 + 2 * CYCLES)
 
     # Same instance id: static membership hands the partitions over at once.

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 
-from eventstore.config import StoreConfig
+from eventstore import EventStore, StoreConfig
 from eventstore.examples import order as o
 from eventstore.migration import migrate, plan
 from eventstore.registry import MemoryRegistry, Registered
 from eventstore.schemas import Catalog
-from eventstore.serde import Serde
 from eventstore.subjects import StoreSubjects
 
 SHOP = StoreConfig(name="shop")
@@ -97,6 +96,6 @@ def test_migrate_keeps_history_and_ids_and_a_second_run_changes_nothing() -> Non
 def test_after_migration_the_serde_writes_with_the_old_ids() -> None:
     registry, ids = old_store()
     migrate(registry, NAMES)
-    serde = Serde(o.ORDER, registry, store=SHOP)
+    serde = EventStore(SHOP, o.ORDER, registry=registry).serde
     value = serde.encode("order.created", {"order_id": "1", "customer_id": "c"})
     assert serde.decode(value)[0] == ids["order.created"]

@@ -4,19 +4,22 @@ import struct
 
 import pytest
 
-from eventstore.config import StoreConfig
+from eventstore import EventStore, MemoryRegistry, StoreConfig
 from eventstore.envelope import CommandEnvelope, EventEnvelope, Outcome, Position, Snapshot
 from eventstore.errors import SchemaViolation, UndecodableRecord
 from eventstore.examples import order as o
-from eventstore.registry import MemoryRegistry
 from eventstore.serde import Serde, frame, header_map, unframe
 
 POS = Position(topic="t.events", partition=3, offset=17)
 
 
+def offline_serde() -> Serde:
+    return EventStore(StoreConfig(name="t"), o.ORDER, registry=MemoryRegistry()).serde
+
+
 @pytest.fixture
 def serde() -> Serde:
-    return Serde(o.ORDER, MemoryRegistry(), store=StoreConfig(name="t"))
+    return offline_serde()
 
 
 def event(version: int = 1) -> EventEnvelope:
@@ -119,7 +122,7 @@ def test_any_value_decodes_avro_json_and_bytes(serde: Serde) -> None:
 
 
 def test_trusted_encoding_still_refuses_bad_values_naming_the_field() -> None:
-    serde = Serde(o.ORDER, MemoryRegistry(), store=StoreConfig(name="t"))
+    serde = offline_serde()
     with pytest.raises(SchemaViolation) as info:
         serde.encode("order.created", {"order_id": 1, "customer_id": "c"}, trusted=True)
     assert info.value.field == "order_id"

@@ -5,14 +5,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventstore.config import StoreConfig
+from eventstore import EventStore, MemoryRegistry, StoreConfig
 from eventstore.decision import StreamState, handle, load, snapshot_due
 from eventstore.envelope import CommandEnvelope, EventEnvelope, Snapshot
 from eventstore.examples import order as o
-from eventstore.registry import MemoryRegistry
-from eventstore.serde import Serde
 
-SERDE = Serde(o.ORDER, MemoryRegistry(), store=StoreConfig(name="prop"))
+SERDE = EventStore(StoreConfig(name="prop"), o.ORDER, registry=MemoryRegistry()).serde
 SKUS = st.sampled_from(["a", "b", "c", "d"])
 COMMANDS = st.one_of(
     st.builds(o.CreateOrder, order_id=st.just("1"), customer_id=st.text(max_size=5)),

@@ -7,12 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from eventstore.config import StoreConfig
+from eventstore import EventStore, MemoryRegistry, StoreConfig
 from eventstore.errors import SchemaNotFound, SubjectsNeedMigration
 from eventstore.examples import order as o
-from eventstore.registry import MemoryRegistry
 from eventstore.schemas import Catalog
-from eventstore.serde import Serde
 from eventstore.subjects import (
     StoreSubjects,
     full_name,
@@ -98,12 +96,14 @@ def test_migrated_and_partly_migrated_stores() -> None:
 
 def test_serde_registers_new_subjects_and_refuses_an_old_store() -> None:
     fresh = MemoryRegistry()
-    serde = Serde(o.ORDER, fresh, store=SHOP)
+    serde = EventStore(SHOP, o.ORDER, registry=fresh).serde
     serde.encode("eventstore.outcome", OUTCOME_RECORD)
     assert set(fresh.subjects()) == set(NAMES.of("eventstore.outcome"))
 
     old = MemoryRegistry()
     old.register("shop-order.created", o.ORDER.schema_text("order.created"))
     with pytest.raises(SubjectsNeedMigration, match=r"shop-order\.created"):
-        Serde(o.ORDER, old, store=SHOP).encode("order.created", {"order_id": "1", "customer_id": "c"})
+        EventStore(SHOP, o.ORDER, registry=old).serde.encode(
+            "order.created", {"order_id": "1", "customer_id": "c"}
+        )
     assert old.subjects() == ("shop-order.created",)  # nothing registered under the new names
