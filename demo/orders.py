@@ -15,7 +15,6 @@ from pathlib import Path
 from eventstore import DomainError, EventStore, SchemaViolation, StoreConfig, WrongExpectedVersion
 from eventstore.examples import order as o
 from eventstore.examples.order import ORDER, OrderState
-from eventstore.serde import Serde
 
 
 @dataclass(slots=True)
@@ -31,11 +30,6 @@ class Tally:
 def store(config: StoreConfig) -> EventStore[OrderState]:
     """The demo's order store: the Order aggregate on `config`'s topics and registry."""
     return EventStore(config, ORDER)
-
-
-def serde(config: StoreConfig) -> Serde:
-    """The store's serde (demo/run.py registers the schemas with it)."""
-    return store(config).serde
 
 
 def start_processor(config: StoreConfig, log_file: Path, instance: str = "demo-1") -> subprocess.Popen[bytes]:

@@ -40,8 +40,6 @@ from demo import live, orders, shop
 from demo.report import Summary, print_summary, print_time_spent, write_report
 from devstack.session import StackHandle, open_stack
 from eventstore.config import StoreConfig
-from eventstore.registration import register_all
-from eventstore.topics import ensure_topics
 from kafkakit.clients import make_consumer
 from kafkakit.logs import configure_demo_logging
 from materializers import checkpoint, lag, timeline
@@ -153,8 +151,8 @@ def order_store(stack: StackHandle, cfg: DemoConfig, cleanup: ExitStack, summary
         name=f"demo-{cfg.run_id}", partitions=3
     )
     with step(f"event store {store.name}: topics created, Avro schemas registered in Apicurio"):
-        ensure_topics(store)
-        register_all(orders.serde(store))
+        with orders.store(store) as events:
+            events.init()
     processor = orders.start_processor(store, cfg.report_dir / "logs" / "processor.log")
     cleanup.callback(_terminate, processor)
     tally = orders.Tally()
