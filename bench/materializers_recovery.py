@@ -250,6 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
+    # A stopped bench still removes its connector, slot and schema (the `finally` in `run`).
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     base = RunConfig.from_env()
     with tempfile.TemporaryDirectory(prefix="bench-recovery-") as work:
         variants = [*VARIANTS, *(v for v in EXPERIMENTS if v.name in args.extra)]
