@@ -26,9 +26,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
+from urllib.parse import quote
 
-import psycopg
 from docker.errors import DockerException
+from psycopg.conninfo import conninfo_to_dict
 from testcontainers.community.postgres import PostgresContainer
 from testcontainers.community.redis import PingWaitStrategy, RedisContainer
 from testcontainers.core.container import DockerContainer
@@ -37,11 +38,11 @@ from testcontainers.core.network import Network
 from testcontainers.core.wait_strategies import HttpWaitStrategy
 from testcontainers.core.waiting_utils import WaitStrategy, WaitStrategyTarget
 
+from devstack import probes
 from devstack.artifacts import Artifacts, cache_root, fetch_toolkit_plugins
 from devstack.config import free_port
 from devstack.errors import PrerequisiteMissing, ServiceNotReady, StackError
 from devstack.pins import Pins
-from kafkakit.clients import admin_client
 from kafkakit.settings import Endpoints
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,6 @@ CONNECT_ALIAS, CONNECT_PORT = "connect", 8083
 REDIS_ALIAS, REDIS_PORT = "redis", 6379
 REGISTRY_ALIAS, REGISTRY_PORT = "apicurio", 8080
 CCOMPAT_PATH = "/apis/ccompat/v7"
-POSTGRES_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
 
 # Logical decoding for Debezium; durability traded for speed (a throw-away database whose WAL is still
 # written, so slots behave as in production). Same flags as the local stack and docker/compose.yaml.
@@ -187,26 +187,6 @@ class HostProbe(WaitStrategy):
             raise TimeoutError(f"{self._what} did not answer within {self._startup_timeout:.0f} s")
 
 
-def _pg_answers(dsn: str) -> bool:
-    try:
-        with psycopg.connect(dsn, connect_timeout=3) as conn:
-            return conn.execute("select 1").fetchone() == (1,)
-    except psycopg.OperationalError:
-        return False
-
-
-_QUIET = logging.getLogger("devstack.containers.probe")
-_QUIET.setLevel(logging.CRITICAL)  # librdkafka would log every refused connection while the broker boots
-
-
-def _kafka_answers(bootstrap: str) -> bool:
-    try:
-        with admin_client({"bootstrap.servers": bootstrap}, logger=_QUIET) as admin:
-            return bool(admin.list_topics(timeout=3).brokers)
-    except Exception:  # KafkaException, or a bare Exception from the admin client while the broker boots
-        return False
-
-
 def _tar(files: dict[str, bytes]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -287,16 +267,28 @@ class ContainerStack:
 
     A Debezium connector runs *inside* the connect container, so its `database.hostname` /
     `database.port` must be `pg_host_for_connect` / `pg_port_for_connect` (Postgres' network alias and
-    container port), not the host and port in `endpoints.pg_dsn`. Connect reaches Kafka at
-    `kafka_bootstrap_for_connect`.
+    container port), not the host and port in `endpoints.pg_dsn`, and an Avro connector's `registry.url`
+    must be `registry_url_for_connect`. Connect reaches Kafka at `kafka_bootstrap_for_connect`.
+    `pg_dsn_for_connect` is the whole DSN as Connect sees it (the host's credentials and database).
     """
 
     endpoints: Endpoints
     pg_host_for_connect: str
     pg_port_for_connect: int
     kafka_bootstrap_for_connect: str
+    registry_url_for_connect: str
     services: tuple[RunningService, ...]  # in start order: Connect after Kafka
     network: Network
+
+    @property
+    def pg_dsn_for_connect(self) -> str:
+        # A URL like the host's own pg_dsn (testcontainers' postgresql://user:password@host:port/db).
+        parts = conninfo_to_dict(self.endpoints.pg_dsn)
+        login = quote(str(parts.get("user", "postgres")), safe="")
+        if parts.get("password"):
+            login += ":" + quote(str(parts["password"]), safe="")
+        dbname = quote(str(parts.get("dbname", "postgres")), safe="")
+        return f"postgresql://{login}@{self.pg_host_for_connect}:{self.pg_port_for_connect}/{dbname}"
 
     def kill(self, name: str) -> None:
         """kill -9 one service's container, as a crash would; `restart()` brings it back."""
@@ -366,7 +358,9 @@ def _define(
     pg = PostgresContainer(
         images.postgres, username="postgres", password="postgres", dbname="postgres", driver=None
     )
-    pg_ready = HostProbe("Postgres select 1", lambda: _pg_answers(pg.get_connection_url(driver=None)))
+    pg_ready = HostProbe(
+        "Postgres select 1", lambda: probes.postgres(pg.get_connection_url(driver=None), 3.0)
+    )
     redis = RedisContainer(images.redis).with_command(REDIS_COMMAND)
     registry = DockerContainer(images.registry).with_envs(**registry_env())
     connect = (
@@ -374,7 +368,7 @@ def _define(
         .with_envs(**connect_env())
         .with_volume_mapping(toolkit_plugin, TOOLKIT_PLUGIN_MOUNT, "ro")
     )
-    kafka_ready = HostProbe("Kafka metadata request", lambda: _kafka_answers(kafka.get_bootstrap_server()))
+    kafka_ready = HostProbe("Kafka metadata request", lambda: probes.kafka(kafka.get_bootstrap_server(), 3.0))
     kafka = ApacheKafkaContainer(images.kafka, free_port(), kafka_ready.with_startup_timeout(timeout))
     kafka.with_network(network).with_network_aliases(KAFKA_ALIAS)
     services = [
@@ -390,7 +384,7 @@ def _define(
             "connect",
             on_network(connect, CONNECT_ALIAS, CONNECT_PORT),
             HttpWaitStrategy(CONNECT_PORT, "/connector-plugins").for_response_predicate(
-                lambda body: POSTGRES_CONNECTOR in body
+                lambda body: probes.POSTGRES_CONNECTOR in body
             ),
         ),
     ]
@@ -437,6 +431,7 @@ def start_container_stack(*, pins: Pins | None = None, ready_timeout_s: float = 
         pg_host_for_connect=PG_ALIAS,
         pg_port_for_connect=PG_PORT,
         kafka_bootstrap_for_connect=f"{KAFKA_ALIAS}:{KAFKA_NETWORK_PORT}",
+        registry_url_for_connect=f"http://{REGISTRY_ALIAS}:{REGISTRY_PORT}",
         services=tuple(services),
         network=network,
     )

@@ -23,3 +23,7 @@ class PortTaken(StackError):
 
 class ServiceNotReady(StackError):
     """A service did not answer its readiness probe in time; the message carries its log tail."""
+
+
+class BackendUnavailable(StackError):
+    """The stack backend asked for (TOOLKIT_STACK) cannot run here, or an external stack does not answer."""

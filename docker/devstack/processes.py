@@ -92,6 +92,21 @@ def pids_mentioning(text: str) -> list[int]:
     return found
 
 
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group `pgid`: empty once a killed group is really gone."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            state, _ppid, group = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(group) == pgid and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
 def rss_bytes(pid: int) -> int:
     """Resident memory of a process and all its descendants (Postgres forks a backend per client)."""
     children: dict[int, list[int]] = {}

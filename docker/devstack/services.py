@@ -18,12 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
+from devstack import probes
 from devstack.artifacts import Artifacts
 from devstack.config import StackConfig
 from devstack.errors import PrerequisiteMissing, StackError
-from kafkakit.clients import admin_client
 
 log = logging.getLogger(__name__)
 
@@ -211,13 +209,7 @@ def postgres_command(ctx: Context) -> list[str]:
 
 
 def probe_postgres(ctx: Context) -> bool:
-    import psycopg
-
-    try:
-        with psycopg.connect(ctx.endpoints()["PG_DSN"], connect_timeout=2) as conn:
-            return conn.execute("select 1").fetchone() == (1,)
-    except psycopg.OperationalError:
-        return False
+    return probes.postgres(ctx.endpoints()["PG_DSN"])
 
 
 # ---------------------------------------------------------------- redis
@@ -235,12 +227,7 @@ def redis_command(ctx: Context) -> list[str]:
 
 
 def probe_redis(ctx: Context) -> bool:
-    import redis
-
-    try:
-        return bool(redis.Redis.from_url(ctx.endpoints()["REDIS_URL"], socket_timeout=2).ping())
-    except redis.RedisError:
-        return False
+    return probes.redis(ctx.endpoints()["REDIS_URL"])
 
 
 # ---------------------------------------------------------------- kafka (KRaft) and Connect
@@ -331,17 +318,7 @@ def kafka_command(ctx: Context) -> list[str]:
 
 
 def probe_kafka(ctx: Context) -> bool:
-    # librdkafka would log every refused connection while the broker boots; a silenced logger drops it.
-    settings = {"bootstrap.servers": ctx.endpoints()["KAFKA_BOOTSTRAP_SERVERS"]}
-    with admin_client(settings, logger=_QUIET) as admin:
-        try:
-            return bool(admin.list_topics(timeout=2).brokers)
-        except Exception:  # the admin client raises KafkaException or a bare Exception while the broker boots
-            return False
-
-
-_QUIET = logging.getLogger("devstack.probe")
-_QUIET.setLevel(logging.CRITICAL)
+    return probes.kafka(ctx.endpoints()["KAFKA_BOOTSTRAP_SERVERS"])
 
 
 def connect_properties(ctx: Context) -> dict[str, object]:
@@ -382,15 +359,8 @@ def connect_command(ctx: Context) -> list[str]:
     ]  # fmt: skip
 
 
-POSTGRES_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
-
-
 def probe_connect(ctx: Context) -> bool:
-    try:
-        plugins = httpx.get(f"{ctx.endpoints()['KAFKA_CONNECT_URL']}/connector-plugins", timeout=2).json()
-    except (httpx.HTTPError, ValueError):
-        return False
-    return any(p.get("class") == POSTGRES_CONNECTOR for p in plugins)
+    return probes.connect(ctx.endpoints()["KAFKA_CONNECT_URL"])
 
 
 # ---------------------------------------------------------------- schema registry
@@ -422,10 +392,7 @@ def registry_command(ctx: Context) -> list[str]:
 
 
 def probe_registry(ctx: Context) -> bool:
-    try:
-        return httpx.get(f"{ctx.endpoints()['SCHEMA_REGISTRY_URL']}/subjects", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
+    return probes.registry(ctx.endpoints()["SCHEMA_REGISTRY_URL"])
 
 
 SERVICES: tuple[Service, ...] = (

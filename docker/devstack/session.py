@@ -1,38 +1,112 @@
-"""One stack for a test session or the demo, whatever backs it.
+"""One stack for a test session, the demo or a user's own tests, whatever backs it.
 
-Order of choice, first that applies:
-1. TOOLKIT_STACK=external: the five endpoints come from the environment (docker compose, real infra).
-2. A local stack already running (its .stack/env present and every service answering): reused, left running.
-3. A Docker engine answers: testcontainers start the same images (docker/compose.yaml's versions).
-4. Otherwise the local processes are started, and stopped again when the session ends.
+`TOOLKIT_STACK` picks the backend (read only in `StackChoice.from_env`):
+- unset or `auto`, first that applies: a local stack already running (its .stack/env present and every
+  service answering) is reused and left running; where a Docker engine answers, testcontainers start
+  the same images (docker/compose.yaml's versions); otherwise the local processes are started, and
+  stopped again when the session ends;
+- `external`: the five endpoints come from the environment (docker compose, real infrastructure);
+- `containers`: testcontainers, and nothing else;
+- `local`: the local processes (a running local stack is reused).
+
+Guarantees: a backend asked for by name is used or refused, never swapped for another; a refusal
+(`BackendUnavailable`: no Docker engine, testcontainers not installed, an external endpoint that does
+not answer its probe) is raised before anything starts and names the cause and the fix. An external
+stack's five endpoints are probed at once (`devstack.probes`), so an absent one costs one timeout.
+
+Connect's view: the Connect worker opens its own connections to Postgres (a connector's `database`)
+and to the schema registry (an Avro connector's `registry.url`). In containers it reaches them by
+network alias (postgres:5432, http://apicurio:8080), not at the host's mapped ports; so every handle
+carries `connect_view`, the addresses *Connect* uses, beside `endpoints`, the host's. Locally both are
+the same; for an external stack set TOOLKIT_CONNECT_PG_DSN / TOOLKIT_CONNECT_REGISTRY_URL where they
+differ (docker compose: postgresql://postgres@postgres:5432/postgres, http://apicurio:8080).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
-from devstack import stack
+from devstack import probes, stack
 from devstack.config import StackConfig
+from devstack.errors import BackendUnavailable
+from kafkakit.errors import ConfigError
 from kafkakit.settings import Endpoints
 
 log = logging.getLogger(__name__)
 
+Backend = Literal["auto", "external", "containers", "local"]
+BACKENDS: tuple[Backend, ...] = ("auto", "external", "containers", "local")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectView:
+    """Postgres and the schema registry as the Connect worker reaches them (for connector specs)."""
+
+    pg_dsn: str
+    schema_registry_url: str
+
+    @classmethod
+    def same_as(cls, endpoints: Endpoints) -> ConnectView:
+        """Connect runs beside the caller (local processes): it uses the caller's addresses."""
+        return cls(pg_dsn=endpoints.pg_dsn, schema_registry_url=endpoints.schema_registry_url)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StackChoice:
+    """Which backend `open_stack` uses, and an external stack's addresses."""
+
+    backend: Backend = "auto"
+    # Only for `external`: the host's endpoints, and Connect's view where it differs (None: the same).
+    endpoints: Endpoints = field(default_factory=Endpoints)
+    connect_pg_dsn: str | None = None
+    connect_registry_url: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, backend: str | None = None) -> StackChoice:
+        """`backend` (a command-line flag) overrides TOOLKIT_STACK."""
+        env = os.environ if environ is None else environ
+        backend = backend or env.get("TOOLKIT_STACK", "").strip() or "auto"
+        if backend not in BACKENDS:
+            raise ConfigError(
+                f"TOOLKIT_STACK={backend!r} is not a stack backend; use one of {', '.join(BACKENDS)} "
+                "(unset: auto)"
+            )
+        return cls(
+            backend=backend,
+            endpoints=Endpoints.from_env(env),
+            connect_pg_dsn=env.get("TOOLKIT_CONNECT_PG_DSN") or None,
+            connect_registry_url=env.get("TOOLKIT_CONNECT_REGISTRY_URL") or None,
+        )
+
+    def external_connect_view(self) -> ConnectView:
+        return ConnectView(
+            pg_dsn=self.connect_pg_dsn or self.endpoints.pg_dsn,
+            schema_registry_url=self.connect_registry_url or self.endpoints.schema_registry_url,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class StackHandle:
-    """The endpoints, plus fault injection that works the same on every backend."""
+    """The endpoints (`handle.pg_dsn` etc. read `endpoints`), Connect's view of Postgres and the
+    registry, and fault injection that works the same on every backend but `external`."""
 
     endpoints: Endpoints
     backend: str
     _kill: Callable[[str], None]
     _restart: Callable[[], object]
+    connect_view: ConnectView
 
     def __getattr__(self, name: str) -> str:
         return str(getattr(self.endpoints, name))
+
+    @property
+    def can_inject_faults(self) -> bool:
+        return self.backend != "external"
 
     def crash(self, service: str) -> None:
         """kill -9 one service (postgres, kafka, connect, redis, registry)."""
@@ -48,24 +122,28 @@ def _unsupported(*_: str) -> None:
 
 
 @contextmanager
-def open_stack(config: StackConfig | None = None, *, keep_started: bool = False) -> Iterator[StackHandle]:
-    """`keep_started`: a stack this call starts is left running at the end (the demo's --keep)."""
+def open_stack(
+    config: StackConfig | None = None, *, keep_started: bool = False, choice: StackChoice | None = None
+) -> Iterator[StackHandle]:
+    """The stack `choice` (default: from the environment) names; `keep_started`: a stack this call
+    starts is left running at the end (the demo's --keep). Raises `BackendUnavailable` (nothing started)
+    when the backend asked for cannot be used."""
+    choice = choice or StackChoice.from_env()
     config = config or StackConfig.from_env()
-    if os.environ.get("TOOLKIT_STACK") == "external":
-        yield StackHandle(Endpoints.from_env(), "external", _unsupported, _unsupported)
+    if choice.backend == "external":
+        yield _external_handle(choice)
         return
-    if config.env_file.exists() and all(s.ready for s in stack.status(config)):
+    if (
+        choice.backend != "containers"
+        and config.env_file.exists()
+        and all(s.ready for s in stack.status(config))
+    ):
         log.info("reusing the running local stack (%s)", config.env_file)
         yield _local_handle(config, "local (reused)")
         return
-    from devstack.containers import docker_engine_available, start_container_stack
-
-    if docker_engine_available():
-        containers = start_container_stack()
-        try:
-            yield StackHandle(containers.endpoints, "testcontainers", containers.kill, containers.restart)
-        finally:
-            containers.stop()
+    if choice.backend == "containers" or (choice.backend == "auto" and _docker_answers()):
+        with _container_handle() as handle:
+            yield handle
         return
     stack.up(config)
     try:
@@ -75,7 +153,62 @@ def open_stack(config: StackConfig | None = None, *, keep_started: bool = False)
             stack.down(config)
 
 
+def _external_handle(choice: StackChoice) -> StackHandle:
+    silent = probes.unanswered(choice.endpoints)
+    if silent:
+        raise BackendUnavailable(
+            "TOOLKIT_STACK=external, but these endpoints do not answer:\n  "
+            + "\n  ".join(silent)
+            + "\nstart those services (docker compose -f docker/compose.yaml up -d), or export the variables"
+            " with the addresses they answer at; or unset TOOLKIT_STACK to use a local or container stack"
+        )
+    return StackHandle(
+        choice.endpoints, "external", _unsupported, _unsupported, choice.external_connect_view()
+    )
+
+
+def _docker_answers() -> bool:
+    """For `auto`: containers only where testcontainers is installed and a Docker engine answers."""
+    try:
+        from devstack.containers import docker_engine_available
+    except ImportError:
+        return False
+    return docker_engine_available()
+
+
+@contextmanager
+def _container_handle() -> Iterator[StackHandle]:
+    try:
+        from devstack.containers import docker_engine_available, start_container_stack
+    except ImportError as exc:
+        raise BackendUnavailable(
+            f"TOOLKIT_STACK=containers, but testcontainers cannot be imported ({exc}): "
+            "pip install 'kafka-toolkit[dev]' (or testcontainers), or unset TOOLKIT_STACK"
+        ) from exc
+    if not docker_engine_available():
+        where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+        raise BackendUnavailable(
+            f"TOOLKIT_STACK=containers, but no Docker engine answers at {where} (DOCKER_HOST): start Docker "
+            "or point DOCKER_HOST at a running engine; or unset TOOLKIT_STACK to run the services as local "
+            "processes, or set TOOLKIT_STACK=external with your own services"
+        )
+    containers = start_container_stack()
+    view = ConnectView(
+        pg_dsn=containers.pg_dsn_for_connect, schema_registry_url=containers.registry_url_for_connect
+    )
+    try:
+        yield StackHandle(containers.endpoints, "testcontainers", containers.kill, containers.restart, view)
+    finally:
+        containers.stop()
+
+
 def _local_handle(config: StackConfig, backend: str) -> StackHandle:
     env = stack.read_env(config.env_file)
     endpoints = Endpoints.from_env(env)
-    return StackHandle(endpoints, backend, lambda name: stack.kill(config, name), lambda: stack.up(config))
+    return StackHandle(
+        endpoints,
+        backend,
+        lambda name: stack.kill(config, name),
+        lambda: stack.up(config),
+        ConnectView.same_as(endpoints),
+    )

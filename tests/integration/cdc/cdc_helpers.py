@@ -1,12 +1,14 @@
-"""Test plumbing for the cdc integration tests and the fixture capture script (real services only)."""
+"""Test plumbing for the cdc integration tests and the fixture capture script (real services only).
+
+The connector factory lives in the toolkit's pytest plugin (`devstack.connectors.ConnectorFactory`)."""
 
 from __future__ import annotations
 
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import psycopg
@@ -14,15 +16,11 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from cdc.avro_records import SchemaLookup
 from cdc.change_event import ChangeEvent, Tombstone, decode_record
-from cdc.connect_client import ConnectClient, ConnectorNotFound
-from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec, RegistrySpec
-from cdc.registry_client import RegistryClient
-from cdc.slots import drop_slot
 
 T = TypeVar("T")
 
-# Tests that must hold for every record format take the `record_format` fixture through
-# @pytest.mark.parametrize("record_format", RECORD_FORMATS, indirect=True); the others get JSON.
+# Tests that must hold for every record format take the plugin's `connector_format` fixture through
+# @pytest.mark.parametrize("connector_format", RECORD_FORMATS, indirect=True); the others get JSON.
 RECORD_FORMATS = ("json", "avro")
 
 
@@ -101,67 +99,6 @@ def decode_all(
         )
         for r in records
     ]
-
-
-@dataclass
-class ConnectorFactory:
-    """Creates uniquely named connectors in `record_format`; `cleanup` deletes them and drops their
-    slots/publications. `schemas` reads their Avro records' writer schemas (None for JSON)."""
-
-    connect: ConnectClient
-    pg_dsn: str
-    record_format: str = "json"
-    registry_url: str | None = None
-    created: list[ConnectorSpec] = field(default_factory=list)
-    _registry: RegistryClient | None = None
-
-    @property
-    def schemas(self) -> SchemaLookup | None:
-        if self.record_format != "avro" or self.registry_url is None:
-            return None
-        if self._registry is None:
-            self._registry = RegistryClient(self.registry_url)
-        return self._registry
-
-    def spec(self, tables: list[str], **overrides: Any) -> ConnectorSpec:
-        name = overrides.pop("name", unique("cdct").replace("_", "-"))
-        if self.record_format == "avro" and self.registry_url is not None:
-            # Connect runs beside the tests (local stack): it reaches the registry at the same URL.
-            overrides.setdefault("registry", RegistrySpec.from_url(self.registry_url))
-        return ConnectorSpec(
-            name=name,
-            database=overrides.pop("database", DatabaseSpec.from_dsn(self.pg_dsn)),
-            topic_prefix=overrides.pop("topic_prefix", name.replace("-", "_")),
-            tables=tuple(tables),
-            heartbeat=overrides.pop("heartbeat", HeartbeatSpec(interval_ms=1000)),
-            format=overrides.pop("format", self.record_format),
-            **overrides,
-        )
-
-    def start(self, spec: ConnectorSpec, *, wait: bool = True, preflight: bool = True) -> ConnectorSpec:
-        from cdc.preflight import run_preflight
-
-        if preflight:
-            run_preflight(spec)
-        else:  # what pre-flight would have prepared, without its checks
-            with psycopg.connect(self.pg_dsn, autocommit=True) as conn:
-                conn.execute(spec.heartbeat_table_ddl())  # type: ignore[arg-type]
-        self.created.append(spec)
-        self.connect.apply(spec.name, spec.to_config())
-        if wait:
-            # RUNNING comes before the slot and publication exist; changes made in that window can be
-            # missed by an empty-table snapshot. Wait for the snapshot, as a real deployment would.
-            self.connect.wait_running(spec.name, timeout=90)
-            self.connect.wait_snapshot_complete(spec.name, timeout=90)
-        return spec
-
-    def cleanup(self) -> None:
-        if self._registry is not None:
-            self._registry.close()
-        for spec in self.created:
-            with suppress(ConnectorNotFound):
-                self.connect.delete(spec.name)
-            drop_slot(self.pg_dsn, spec.resolved_slot_name, spec.resolved_publication_name)
 
 
 @contextmanager

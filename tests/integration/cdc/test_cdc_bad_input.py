@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_helpers import ConnectorFactory, read_topic, unique, wait_until
+from cdc_helpers import read_topic, unique, wait_until
 from confluent_kafka import Producer
 
 from cdc.cli import EXIT_FAILED, EXIT_REFUSED, EXIT_UNAVAILABLE, main
@@ -18,6 +18,7 @@ from cdc.connect_client import ConnectClient, ConnectorStatus
 from cdc.connector_spec import DatabaseSpec, RegistrySpec
 from cdc.errors import ConnectorConfigInvalid, ConnectorFailed, ConnectorNotFound, PreflightFailed
 from cdc.preflight import run_preflight
+from devstack.connectors import ConnectorFactory
 
 pytestmark = pytest.mark.integration
 
@@ -162,7 +163,7 @@ def _table_with_a_row(pg: psycopg.Connection[tuple[Any, ...]], tables: list[str]
     return table
 
 
-@pytest.mark.parametrize("record_format", ["avro"], indirect=True)
+@pytest.mark.parametrize("connector_format", ["avro"], indirect=True)
 def test_avro_records_with_an_unknown_schema_id_or_bad_bytes_are_named_and_skippable(
     stack: Any,
     pg: psycopg.Connection[tuple[Any, ...]],
@@ -221,7 +222,7 @@ def test_avro_records_with_an_unknown_schema_id_or_bad_bytes_are_named_and_skipp
     assert "did not answer" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("record_format", ["avro"], indirect=True)
+@pytest.mark.parametrize("connector_format", ["avro"], indirect=True)
 def test_a_registry_the_connector_cannot_reach_fails_its_task_and_status_and_health_say_why(
     stack: Any,
     pg: psycopg.Connection[tuple[Any, ...]],

@@ -12,12 +12,13 @@ from uuid import UUID
 
 import psycopg
 import pytest
-from cdc_helpers import RECORD_FORMATS, ConnectorFactory, decode_all, read_topic, unique
+from cdc_helpers import RECORD_FORMATS, decode_all, read_topic, unique
 
 from cdc.change_event import ChangeEvent, decode_record
 from cdc.cli import EXIT_FAILED, EXIT_REFUSED, main
 from cdc.connector_spec import TopicSpec
 from cdc.errors import ChangeEventDecodeError
+from devstack.connectors import ConnectorFactory
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +61,7 @@ def _create(pg: psycopg.Connection[tuple[Any, ...]], tables: list[str], t: str, 
     return f"public.{t}"
 
 
-@pytest.mark.parametrize("record_format", RECORD_FORMATS, indirect=True)
+@pytest.mark.parametrize("connector_format", RECORD_FORMATS, indirect=True)
 def test_wide_types_arrive_exactly_from_snapshot_and_stream(
     stack: Any, pg: psycopg.Connection[tuple[Any, ...]], tables: list[str], connectors: ConnectorFactory
 ) -> None:
@@ -95,7 +96,7 @@ REFUSED = [
 ]
 
 
-@pytest.mark.parametrize("record_format", RECORD_FORMATS, indirect=True)
+@pytest.mark.parametrize("connector_format", RECORD_FORMATS, indirect=True)
 def test_values_that_cannot_be_exact_are_refused_by_name_and_others_still_decode(
     stack: Any,
     pg: psycopg.Connection[tuple[Any, ...]],

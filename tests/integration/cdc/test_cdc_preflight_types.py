@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_helpers import ConnectorFactory, decode_all, read_topic, unique
+from cdc_helpers import decode_all, read_topic, unique
 
 from cdc.change_event import ChangeEvent
 from cdc.cli import EXIT_OK, EXIT_REFUSED, main
@@ -17,6 +17,7 @@ from cdc.connect_client import ConnectClient
 from cdc.connector_spec import DatabaseSpec
 from cdc.errors import PreflightFailed
 from cdc.preflight import examine, run_preflight
+from devstack.connectors import ConnectorFactory
 
 pytestmark = pytest.mark.integration
 

@@ -10,13 +10,15 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_helpers import RECORD_FORMATS, ConnectorFactory, decode_all, read_topic, unique
+from cdc_helpers import RECORD_FORMATS, decode_all, read_topic, unique
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from cdc.change_event import ChangeEvent, Op, Tombstone
 from cdc.connect_client import ConnectClient
 from cdc.fold import fold
 from cdc.values import UNCHANGED
+from devstack.connectors import ConnectorFactory
+from devstack.crash import StackFaults
 
 pytestmark = pytest.mark.integration
 Conn = psycopg.Connection[tuple[Any, ...]]
@@ -67,7 +69,7 @@ def test_snapshot_then_changes_fold_to_the_table(
     assert config["cleanup.policy"].value == "compact"
 
 
-@pytest.mark.parametrize("record_format", RECORD_FORMATS, indirect=True)
+@pytest.mark.parametrize("connector_format", RECORD_FORMATS, indirect=True)
 def test_toast_column_not_touched_is_unchanged(
     stack: Any, pg: Conn, tables: list[str], connectors: ConnectorFactory
 ) -> None:
@@ -89,14 +91,14 @@ def test_toast_column_not_touched_is_unchanged(
     assert fold(items)[(1,)] == {"id": 1, "body": body, "n": 2}
 
 
-@pytest.mark.parametrize("record_format", RECORD_FORMATS, indirect=True)
+@pytest.mark.parametrize("connector_format", RECORD_FORMATS, indirect=True)
 def test_schema_change_while_running(
     stack: Any,
     pg: Conn,
     tables: list[str],
     connectors: ConnectorFactory,
     connect: ConnectClient,
-    record_format: str,
+    connector_format: str,
 ) -> None:
     table = f"public.{unique('evolve')}"
     tables.append(f"table:{table}")
@@ -112,7 +114,7 @@ def test_schema_change_while_running(
     items = decode_all(records, connectors.schemas)
     shapes = [tuple(i.after) for i in items if isinstance(i, ChangeEvent) and i.after is not None]
     assert shapes == [("id", "a", "b"), ("id", "a", "b", "c"), ("id", "a", "c")]
-    if record_format == "avro":  # each shape its own writer schema, registered and read mid-stream
+    if connector_format == "avro":  # each shape its own writer schema, registered and read mid-stream
         assert len({(r.value or b"")[1:5] for r in records}) == 3
     assert connect.status(spec.name).running  # no restart needed
     # Rows untouched since DROP COLUMN keep the old column in their latest event: project on the
@@ -136,7 +138,12 @@ def _burst(pg: Conn, table: str, start: int, count: int = 50, pause_s: float = 0
 
 
 def test_connect_worker_kill_9_mid_stream_loses_nothing(
-    stack: Any, pg: Conn, tables: list[str], connectors: ConnectorFactory, connect: ConnectClient
+    stack: Any,
+    pg: Conn,
+    tables: list[str],
+    connectors: ConnectorFactory,
+    connect: ConnectClient,
+    stack_faults: StackFaults,
 ) -> None:
     """kill -9 the Connect worker while changes stream, write while it is down, restart it: the fold of
     the topic is exact (Debezium resends from its last flushed offset: duplicates allowed, gaps not)."""
@@ -152,9 +159,9 @@ def test_connect_worker_kill_9_mid_stream_loses_nothing(
     writer = threading.Thread(target=write_steadily)
     writer.start()
     time.sleep(2)  # let the stream get going: the crash must land mid-stream
-    stack.crash("connect")
+    stack_faults.crash("connect")
     writer.join()  # the rest of the changes are written while no worker runs
-    stack.recover()
+    stack_faults.recover()
     connect.wait_running(spec.name, timeout=90)
     _burst(pg, table, 300)
     state = _fold_equals(pg, table, stack.kafka_bootstrap_servers, spec.topic_for(table))

@@ -10,13 +10,14 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_helpers import RECORD_FORMATS, ConnectorFactory, decode_all, read_topic, unique
+from cdc_helpers import RECORD_FORMATS, decode_all, read_topic, unique
 from cdc_torture import LARGE_BYTES, create_sql, insert_sql
 from psycopg.types import TypeInfo
 from psycopg.types.hstore import register_hstore
 
 from cdc.change_event import ChangeEvent
 from cdc.values import Interval
+from devstack.connectors import ConnectorFactory
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +45,7 @@ def _normal(column: str, value: Any) -> Any:
     return value
 
 
-@pytest.mark.parametrize("record_format", RECORD_FORMATS, indirect=True)
+@pytest.mark.parametrize("connector_format", RECORD_FORMATS, indirect=True)
 def test_type_torture_round_trips(
     stack: Any, pg: psycopg.Connection[tuple[Any, ...]], tables: list[str], connectors: ConnectorFactory
 ) -> None:

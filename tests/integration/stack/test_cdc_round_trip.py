@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 
 def _connector_config(stack: StackHandle, table: str, prefix: str, slot: str) -> dict[str, str]:
-    dsn = urlparse(stack.pg_dsn)
+    dsn = urlparse(stack.connect_view.pg_dsn)  # Postgres as Connect reaches it (postgres:5432 in containers)
     return {
         "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
         "plugin.name": "pgoutput",  # Debezium's default, decoderbufs, is not installed in Postgres

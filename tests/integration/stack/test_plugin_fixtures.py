@@ -1,0 +1,104 @@
+"""The toolkit's pytest plugin on the real stack: its fixtures as a user's tests get them, and the same
+stack used as an `external` one from a separate pytest run."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
+
+from devstack.connectors import ConnectorFactory
+from devstack.crash import wait_until
+from devstack.session import StackHandle
+from devstack.topics import TopicFactory
+
+pytestmark = pytest.mark.integration
+pytest_plugins = ["pytester"]
+
+
+def test_topic_factory_makes_unique_ready_topics_and_deletes_them(toolkit_stack: StackHandle) -> None:
+    bootstrap = toolkit_stack.endpoints.kafka_bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    with TopicFactory(bootstrap) as topics:
+        compacted = topics("plugin-test", partitions=3, config={"cleanup.policy": "compact"})
+        other = topics("plugin-test")
+        dlq = topics.created[0] + ".dlq"  # a topic a job derives from its input: deleted with it
+        admin.create_topics([NewTopic(dlq, 1, 1)])[dlq].result(30)
+        assert compacted != other and compacted.startswith("plugin-test-")
+        listed = admin.list_topics(timeout=10).topics
+        assert len(listed[compacted].partitions) == 3 and len(listed[other].partitions) == 1
+        resource = ConfigResource("topic", compacted)
+        config = admin.describe_configs([resource])[resource].result(30)
+        assert config["cleanup.policy"].value == "compact"
+    made = {compacted, other, dlq}
+    wait_until(
+        lambda: not made & set(admin.list_topics(timeout=10).topics), timeout_s=30, what="topics deleted"
+    )
+
+
+def test_connector_factory_captures_a_table_through_connects_own_address(
+    toolkit_stack: StackHandle, connector_factory: ConnectorFactory
+) -> None:
+    table = f"public.plugin_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(toolkit_stack.pg_dsn, autocommit=True) as pg:
+        pg.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")  # type: ignore[arg-type]
+        pg.execute(f"INSERT INTO {table} VALUES (1, 'snapshot')")  # type: ignore[arg-type]
+        try:
+            spec = connector_factory.spec([table])
+            assert spec.database == connector_factory.as_host_sees_it(spec).database  # local: one address
+            connector_factory.start(spec)
+            values = _read(toolkit_stack.kafka_bootstrap_servers, spec.topic_for(table), count=1)
+            assert b'"snapshot"' in values[0]
+        finally:
+            connector_factory.cleanup()
+            pg.execute(f"DROP TABLE IF EXISTS {table}")  # type: ignore[arg-type]
+
+
+def _read(bootstrap: str, topic: str, *, count: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"plugin-{uuid.uuid4().hex}"})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        found: list[bytes] = []
+        for _ in range(120):
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None and msg.value() is not None:
+                found.append(msg.value())
+                if len(found) >= count:
+                    return found
+        raise AssertionError(f"{topic}: {len(found)} of {count} records")
+    finally:
+        consumer.close()
+
+
+def test_the_running_stack_serves_a_separate_run_as_an_external_stack(
+    toolkit_stack: StackHandle, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's own pytest run pointed at this stack by env: the fixtures work, fault injection is skipped."""
+    for name, value in toolkit_stack.endpoints.as_env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("TOOLKIT_STACK", "external")
+    pytester.makepyfile(
+        """
+        from confluent_kafka.admin import AdminClient
+
+        def test_topics(toolkit_stack, topic_factory):
+            assert toolkit_stack.backend == "external"
+            name = topic_factory("user-test", partitions=2)
+            admin = AdminClient({"bootstrap.servers": toolkit_stack.kafka_bootstrap_servers})
+            assert len(admin.list_topics(name, timeout=10).topics[name].partitions) == 2
+
+        def test_faults(stack_faults):
+            raise AssertionError("an external stack cannot crash services: this test must be skipped")
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, skipped=1)
+
+
+def test_process_groups_and_stack_faults_are_fixtures(process_groups: Any, stack_faults: Any) -> None:
+    """Present on a stack this session controls (a local one here); their behaviour: tests/unit/devstack."""
+    assert process_groups.started == [] and stack_faults.crashed == []
