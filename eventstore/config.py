@@ -69,6 +69,20 @@ class StoreConfig:
                     raise EventStoreError(f"{name}={env[name]!r} is not a valid {kind.__name__}") from None
         return cls(**found)
 
+    def as_env(self) -> dict[str, str]:
+        """This config as the environment `from_env` reads (for an `eventstore` CLI subprocess)."""
+        env = {
+            "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap_servers,
+            "SCHEMA_REGISTRY_URL": self.schema_registry_url,
+            "EVENTSTORE_NAME": self.name,
+            "EVENTSTORE_PARTITIONS": str(self.partitions),
+            "EVENTSTORE_SNAPSHOT_EVERY": str(self.snapshot_every),
+            "EVENTSTORE_REBUILD_WINDOW": str(self.rebuild_window),
+            "EVENTSTORE_TRANSACTION_TIMEOUT_MS": str(self.transaction_timeout_ms),
+            "EVENTSTORE_REPLY_TIMEOUT_S": str(self.reply_timeout_s),
+        }
+        return env | ({"EVENTSTORE_DLQ_TOPIC": self.dlq_topic} if self.dlq_topic else {})
+
     def with_overrides(self, **flags: Any) -> StoreConfig:
         """Apply CLI flags (None = not given) over env and defaults."""
         known = {f.name for f in fields(self)}

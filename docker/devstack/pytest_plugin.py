@@ -15,6 +15,9 @@ Installed with the toolkit and loaded by pytest through the `pytest11` entry poi
 - `connector_factory` -> `ConnectorFactory`: `spec(tables)` builds a ConnectorSpec whose database (and
   registry) is the address *Connect* reaches on this backend; `start(spec)` runs pre-flight, registers
   it and waits for its snapshot; connectors, slots and publications are removed after the test.
+- `event_store_factory` -> `EventStoreFactory`: `event_store_factory("mypkg.orders:ORDER")` makes a
+  store with its own topics and schemas and starts an `eventstore processor` process for it
+  (`.client()` sends commands; crash the processor with `process_groups.crash`).
 - `process_groups` -> `ProcessGroups`: start a process in a group of its own, `crash(p)` is kill -9 of
   the group and a wait until it is gone; survivors are killed after the test.
 - `stack_faults` -> `StackFaults`: `crash("connect")`, `recover()`; whatever is still down is recovered
@@ -39,8 +42,11 @@ import pytest
 from kafkakit.errors import ToolkitError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from devstack.connectors import ConnectorFactory
     from devstack.crash import ProcessGroups, StackFaults
+    from devstack.event_stores import EventStoreFactory
     from devstack.session import StackHandle
     from devstack.topics import TopicFactory
 
@@ -111,6 +117,22 @@ def connector_factory(toolkit_stack: StackHandle, connector_format: str) -> Iter
 
 
 @pytest.fixture
+def event_store_factory(
+    toolkit_stack: StackHandle, process_groups: ProcessGroups, tmp_path: Path
+) -> Iterator[EventStoreFactory]:
+    """Fresh event stores (`event_store_factory("mypkg.orders:ORDER")`): topics and schemas created, a
+    processor process running (crash it with `process_groups.crash`); processors killed and topics
+    deleted after the test."""
+    from devstack.event_stores import EventStoreFactory
+
+    factory = EventStoreFactory(toolkit_stack, process_groups, tmp_path / "processors")
+    try:
+        yield factory
+    finally:
+        factory.close()
+
+
+@pytest.fixture
 def process_groups() -> Iterator[ProcessGroups]:
     """Processes started in groups of their own; `crash(p)` = kill -9 of the group, then wait until gone."""
     from devstack.crash import ProcessGroups
@@ -138,8 +160,5 @@ def stack_faults(toolkit_stack: StackHandle) -> Iterator[StackFaults]:
         faults.close()
 
 
-# Still to come here (issue 22), once their facades exist:
-# - an event-store factory (`init` a uniquely named store, run a processor, stop it): it waits for the
-#   `eventstore.EventStore` facade being written now, so it is built on that facade and not on today's
-#   hand wiring of Serde/HttpRegistry/StoreConfig;
-# - a materializer factory (start, wait until caught up, stop), on the coming `materializers.run` API.
+# Still to come here (issue 22): a materializer factory (start, wait until caught up, stop), on the
+# materializers' public API once its View protocol has landed.

@@ -10,15 +10,7 @@ from eventstore.examples.order import ORDER
 
 
 def cli_env(config: StoreConfig) -> dict[str, str]:
-    return {
-        **os.environ,
-        "KAFKA_BOOTSTRAP_SERVERS": config.bootstrap_servers,
-        "SCHEMA_REGISTRY_URL": config.schema_registry_url,
-        "EVENTSTORE_NAME": config.name,
-        "EVENTSTORE_PARTITIONS": str(config.partitions),
-        "EVENTSTORE_SNAPSHOT_EVERY": str(config.snapshot_every),
-        "EVENTSTORE_TRANSACTION_TIMEOUT_MS": str(config.transaction_timeout_ms),
-    }
+    return {**os.environ, **config.as_env()}
 
 
 def contention_worker(args: tuple[StoreConfig, int, int, tuple[str, ...], int]) -> list[dict[str, Any]]:

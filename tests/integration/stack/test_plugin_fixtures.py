@@ -102,3 +102,26 @@ def test_the_running_stack_serves_a_separate_run_as_an_external_stack(
 def test_process_groups_and_stack_faults_are_fixtures(process_groups: Any, stack_faults: Any) -> None:
     """Present on a stack this session controls (a local one here); their behaviour: tests/unit/devstack."""
     assert process_groups.started == [] and stack_faults.crashed == []
+
+
+def test_event_store_factory_runs_a_processor_a_test_can_crash_and_replace(
+    event_store_factory: Any, process_groups: Any
+) -> None:
+    from eventstore.examples.order import AddLine, CreateOrder
+
+    store = event_store_factory("eventstore.examples.order:ORDER")
+    with store.client() as client:
+        assert client.execute(CreateOrder(order_id="t-1", customer_id="c-1")).status == "ok"
+        process_groups.crash(store.processors[0])  # kill -9: the next processor takes over
+        event_store_factory.start_processor(store, "p1")
+        added = client.execute(AddLine(order_id="t-1", sku="A", quantity=2, unit_price_cents=150))
+        assert added.status == "ok" and added.last_version == 2
+    assert [e.version for e in store.events.read("order-t-1")] == [1, 2]
+
+
+def test_event_store_factory_refuses_an_aggregate_that_does_not_import(event_store_factory: Any) -> None:
+    from kafkakit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="write module:attribute"):
+        event_store_factory("no_such_module:ORDER")
+    assert event_store_factory.made == []  # nothing was created
