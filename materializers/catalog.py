@@ -1,19 +1,122 @@
-"""The materializers this toolkit ships, by name."""
+"""Where materializers come from: the toolkit's own, installed packages' entry points, `module:attr`.
+
+`lookup(reference)` resolves, in this order:
+1. `module:attr` (a colon in the reference): `attr` of the imported module, e.g.
+   `mypkg.views:orders_by_customer` — for a materializer of your own that is not installed as a plugin;
+2. a built-in name (`products`, `orders`);
+3. an entry point of the group `kafka_toolkit.materializers` whose name is the reference: an
+   installed package declares `[project.entry-points."kafka_toolkit.materializers"]
+   orders_by_customer = "mypkg.views:orders_by_customer"`. A built-in name wins over an entry point.
+Whatever it resolves to must be a `Materializer`, and the views it names instances of the `View`
+protocol (factories are checked when the plan builds them): `BadMaterializer` / `BadView` say what
+is wrong and how to fix it, before anything starts.
+"""
 
 from __future__ import annotations
 
-from materializers.errors import UnknownMaterializer
+import importlib
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+
+from materializers.errors import BadMaterializer, UnknownMaterializer
 from materializers.orders import ORDERS
 from materializers.products import PRODUCTS
 from materializers.spec import Materializer
+from materializers.view import check_names, check_view, is_factory
 
 CATALOG: dict[str, Materializer] = {m.name: m for m in (PRODUCTS, ORDERS)}
+ENTRY_POINT_GROUP = "kafka_toolkit.materializers"
+BUILT_IN = "built-in"
 
 
-def lookup(name: str) -> Materializer:
+@dataclass(frozen=True, slots=True)
+class Known:
+    """A materializer and where it comes from (`built-in`, `entry point <value> (<distribution>)`)."""
+
+    spec: Materializer
+    origin: str
+
+
+def lookup(reference: str) -> Materializer:
+    """The materializer `reference` names (see the module docstring), checked."""
+    if ":" in reference:
+        return checked(load(reference), reference)
+    if reference in CATALOG:
+        return CATALOG[reference]
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        if point.name == reference:
+            return from_entry_point(point)
+    known = sorted({*CATALOG, *(p.name for p in entry_points(group=ENTRY_POINT_GROUP))})
+    raise UnknownMaterializer(
+        f"no materializer named {reference!r}; known: {', '.join(known)} (see `materializers list`), or "
+        "name one of your own as module:attr (e.g. mypkg.views:orders_by_customer)"
+    )
+
+
+def load(reference: str) -> object:
+    """The object `module:attr` names; BadMaterializer when the module does not import or lacks it."""
+    module_name, _, attr = reference.partition(":")
+    if not module_name or not attr:
+        raise BadMaterializer(
+            f"{reference!r} is not module:attr; write e.g. mypkg.views:orders_by_customer "
+            "(a module importable here, then the name of a Materializer in it)"
+        )
     try:
-        return CATALOG[name]
-    except KeyError:
-        raise UnknownMaterializer(
-            f"no materializer named {name!r}; known: {', '.join(sorted(CATALOG))} (see `materializers list`)"
-        ) from None
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # a user's module may fail in any way while importing
+        raise BadMaterializer(
+            f"cannot import module {module_name!r} of {reference!r} ({type(exc).__name__}: {exc}); "
+            f"install its package in this environment or add its directory to PYTHONPATH, and check "
+            f"that `python -c 'import {module_name}'` works"
+        ) from exc
+    found: object = module
+    for part in attr.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            raise BadMaterializer(
+                f"module {module_name!r} has no attribute {attr!r} (from {reference!r}); name the "
+                "Materializer defined there (module:attr)"
+            ) from None
+    return found
+
+
+def checked(found: object, reference: str) -> Materializer:
+    """`found` as a Materializer whose view instances implement the protocol, or the error saying why not."""
+    if not isinstance(found, Materializer):
+        raise BadMaterializer(
+            f"{reference!r} is a {type(found).__name__}, not a materializers.spec.Materializer; point "
+            "at a Materializer(...) instance"
+        )
+    instances = [check_view(v, found.name) for v in found.views if not is_factory(v)]
+    check_names(instances, found.name)
+    return found
+
+
+def from_entry_point(point: EntryPoint) -> Materializer:
+    try:
+        found = point.load()
+    except Exception as exc:  # a plugin's module may fail in any way while importing
+        raise BadMaterializer(
+            f"entry point {point.name!r} ({point.value}) of group {ENTRY_POINT_GROUP} does not load "
+            f"({type(exc).__name__}: {exc}); reinstall the package that declares it, or fix its value"
+        ) from exc
+    spec = checked(found, f"entry point {point.name} = {point.value}")
+    if spec.name != point.name:
+        raise BadMaterializer(
+            f"entry point {point.name!r} ({point.value}) names materializer {spec.name!r}; name the entry "
+            "point after the materializer (its job directory and checkpoint carry that name)"
+        )
+    return spec
+
+
+def available() -> list[Known]:
+    """Every materializer `lookup` finds by name: built-in first, then entry points (not loaded
+    when a built-in shadows them); BadMaterializer for an entry point that does not load."""
+    known = [Known(spec, BUILT_IN) for spec in CATALOG.values()]
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+        where = f"entry point {point.value}" + (f" ({point.dist.name})" if point.dist else "")
+        if point.name in CATALOG:
+            continue
+        known.append(Known(from_entry_point(point), where))
+    return known

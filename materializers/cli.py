@@ -31,7 +31,7 @@ from materializers import (
     status,
     timeline,
 )
-from materializers.catalog import CATALOG, lookup
+from materializers.catalog import ENTRY_POINT_GROUP, available, lookup
 from materializers.config import SMALL_BATCH_ROWS, RunConfig
 from materializers.errors import ConflictingJobs, JobNotRunning
 from materializers.job import Job, claim_checkpoint, topic_partitions
@@ -55,7 +55,8 @@ def _parser() -> argparse.ArgumentParser:
         "names",
         nargs="+",
         metavar="NAME",
-        help="one or more materializers (each its own query and checkpoint)",
+        help="one or more materializers (each its own query and checkpoint): a name from `materializers "
+        "list`, or module:attr naming a Materializer of your own (e.g. mypkg.views:orders_by_customer)",
     )
     where = start.add_mutually_exclusive_group()
     where.add_argument(
@@ -125,7 +126,9 @@ def _parser() -> argparse.ArgumentParser:
     stop = sub.add_parser("stop", help="stop a running job gracefully (finishes its current batch)")
     stop.add_argument("name", nargs="?", help="job to stop (default: every running job)")
     stop.add_argument("--timeout", type=float, default=120.0)
-    sub.add_parser("list", help="the materializers this toolkit knows")
+    sub.add_parser(
+        "list", help=f"the materializers found by name: built-in, and entry points of {ENTRY_POINT_GROUP}"
+    )
     return parser
 
 
@@ -178,7 +181,8 @@ def _start(args: argparse.Namespace) -> int:
     plans = [generations.resolve(lookup(name), _config(args, per_job=flags[name])) for name in args.names]
     runner.check_distinct(plans)
     for plan in plans:  # every check before anything is written
-        plan.cache().check()
+        for view in plan.views():  # built (and checked against the protocol) here, then checked
+            view.check()
         partitions = topic_partitions(plan.config.endpoints.kafka_bootstrap_servers, plan.topic)
         positions.spark_start_options(
             begin, {plan.topic: partitions}
@@ -260,7 +264,8 @@ def _rebuild(args: argparse.Namespace) -> int:
     )
     rebuild.check(begin, config)
     plan = generations.resolve(spec, config)
-    plan.cache().check()
+    for view in plan.views():
+        view.check()
     partitions = topic_partitions(config.endpoints.kafka_bootstrap_servers, plan.topic)
     positions.spark_start_options(begin, {plan.topic: partitions})
     spark = spark_session.build(config.master, f"materializer-{spec.name}-rebuild")
@@ -275,15 +280,28 @@ def _rebuild(args: argparse.Namespace) -> int:
 
 
 def _list(_args: argparse.Namespace) -> int:
-    for spec in CATALOG.values():
-        views = (
-            ["cache"]
-            + (["search"] if spec.search_fields else [])
-            + (["warehouse.current"] if spec.current_table else [])
-            + ["warehouse.history"]
-        )
-        print(f"{spec.name:10} {spec.kind:6} {spec.default_topic:28} {', '.join(views)}")
+    """Each materializer found by name, its views and where it comes from (built-in or an entry
+    point of `kafka_toolkit.materializers`); module:attr ones are not listed: they are not installed."""
+    for known in available():
+        spec = known.spec
+        views = [
+            *(["cache"] if "cache" in spec.builtin_views else []),
+            *(["search"] if spec.search_fields and "search" in spec.builtin_views else []),
+            *(
+                [*(["warehouse.current"] if spec.current_table else []), "warehouse.history"]
+                if "warehouse" in spec.builtin_views
+                else []
+            ),
+            *[f"{_view_name(v)} (own)" for v in spec.views],
+        ]
+        print(f"{spec.name:10} {spec.kind:6} {spec.default_topic:28} {', '.join(views):52} {known.origin}")
     return 0
+
+
+def _view_name(source: object) -> str:
+    """A materializer's own view as `list` shows it: its name, or its factory's (built per run)."""
+    name = getattr(source, "name", None)
+    return name if isinstance(name, str) else f"{getattr(source, '__name__', type(source).__name__)}()"
 
 
 def _verify(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ Precedence: CLI flags (`with_overrides`) > environment > defaults.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,7 +29,8 @@ ENV_DRIVER_ROWS = "MATERIALIZERS_WAREHOUSE_DRIVER_ROWS"
 DRIVER_ROWS = 50_000
 ENV_SMALL_BATCH_ROWS = "MATERIALIZERS_SMALL_BATCH_ROWS"
 SMALL_BATCH_ROWS = 10_000
-VIEWS = ("cache", "search", "warehouse")
+VIEWS = ("cache", "search", "warehouse")  # the built-in views, in the order `parse_views` keeps
+_VIEW_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,7 +54,8 @@ class RunConfig:
     table: str = ""  # Postgres table `verify` compares a CDC view with; "" = the default
     redis_prefix: str = "mat"
     checkpoint: str = ""  # "" = <home>/<name>/checkpoint
-    views: tuple[str, ...] = VIEWS  # which of the materializer's views this run keeps
+    # which of the materializer's views this run keeps; () = all of them (the plan checks the names)
+    views: tuple[str, ...] = ()
     max_offsets_per_trigger: int = 0  # records per micro-batch; 0 = everything available
     # warehouse batches of at most this many changes are written from the driver (delta-rs), larger
     # ones by Spark; 0 = always Spark (a cluster whose driver cannot reach the table's path)
@@ -79,7 +82,7 @@ class RunConfig:
             dlq_topic=env.get(ENV_DLQ_TOPIC, ""),
             table=env.get(ENV_TABLE, ""),
             redis_prefix=env.get(ENV_REDIS_PREFIX) or "mat",
-            views=parse_views(env.get(ENV_VIEWS) or ",".join(VIEWS)),
+            views=parse_views(env[ENV_VIEWS]) if env.get(ENV_VIEWS) else (),
             max_offsets_per_trigger=parse_max_offsets(env.get(ENV_MAX_OFFSETS) or "0"),
             warehouse_driver_rows=parse_driver_rows(env.get(ENV_DRIVER_ROWS) or str(DRIVER_ROWS)),
             small_batch_rows=parse_driver_rows(env.get(ENV_SMALL_BATCH_ROWS) or str(SMALL_BATCH_ROWS)),
@@ -140,14 +143,16 @@ def normalize_trigger(text: str) -> str:
 
 
 def parse_views(text: str) -> tuple[str, ...]:
-    """`cache,warehouse` -> the views in canonical order; an unknown or empty list is refused."""
-    named = [v.strip() for v in text.split(",") if v.strip()]
-    unknown = sorted(set(named) - set(VIEWS))
-    if unknown or not named:
+    """`cache,warehouse` -> view names, the built-in ones first in canonical order, then a
+    materializer's own in the order given; an empty list or a malformed name is refused. Whether
+    the materializer has them is the plan's check (`JobPlan.views`): a user view can be named."""
+    named = list(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))
+    if not named or not all(_VIEW_NAME.fullmatch(v) for v in named):
         raise ConfigError(
-            f"views {text!r} not understood; name one or more of {', '.join(VIEWS)} separated by commas"
+            f"views {text!r} not understood; name one or more views separated by commas "
+            f"(built-in: {', '.join(VIEWS)}; a materializer's own: see `materializers list`)"
         )
-    return tuple(v for v in VIEWS if v in named)
+    return (*[v for v in VIEWS if v in named], *[v for v in named if v not in VIEWS])
 
 
 def parse_max_offsets(text: str) -> int:

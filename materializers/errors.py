@@ -58,3 +58,15 @@ class BadRebuild(MaterializerError):
 
 class ConflictingJobs(MaterializerError):
     """Materializers asked to run together would share a name, a checkpoint or a Redis prefix."""
+
+
+class BadMaterializer(MaterializerError):
+    """A `module:attr` or entry point that does not import or does not name a Materializer."""
+
+
+class BadView(MaterializerError):
+    """A materializer's view does not implement the View protocol, or two views share a name."""
+
+
+class UnknownView(MaterializerError):
+    """`--views` names a view the materializer does not have."""

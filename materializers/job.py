@@ -1,17 +1,26 @@
 """Run one materializer as a Structured Streaming query on Spark's Kafka source.
 
+A job drives the plan's views (`JobPlan.views`) through the `View` protocol (view.py) and knows none
+of them by name.
 Guarantees: every view is idempotent per change (positions) and per micro-batch (batch id / Delta
 txn), so the at-least-once replays of Structured Streaming (a batch re-run after a crash, a restart
 from older offsets) leave every view as if each record was applied once.
 Order inside a micro-batch (`process_batch`), before Spark commits the batch to its checkpoint:
-1. decode in the JVM (from_json / from_avro) into one frame of changes + error rows, persisted
-   (a driver that keeps the cache alone decodes and applies in one pass instead: see process_batch);
+1. decode in the JVM (from_json / from_avro) into one frame of changes + error rows: a small batch
+   into Arrow in the driver (`_in_driver`, one Spark job), a larger one persisted (a job whose only
+   view is `single_pass` decodes and applies in one pass instead: see process_batch);
 2. error rows -> dead-letter topic;
-3. Redis cache from executors, through Arrow (CDC upserts where Spark read them, in offset order; a
-   fold's patches partitioned by entity, sorted by version); gaps -> dead letters;
-4. search index on the driver (latest change per entity, one commit with the batch marker);
-5. Delta history append + current MERGE (txn app id / version), OPTIMIZE every N batches.
+3. the views: `parallel` ones (the Redis cache, from the executors through Arrow: CDC upserts where
+   Spark read them, a fold's patches partitioned by entity and sorted by version) in a thread of
+   their own, meanwhile the others in turn in the driver (the search index: latest change per
+   entity, one commit with the batch marker; the Delta warehouse: history append + current MERGE
+   with txn app id / version), sharing ONE collect when several want the batch in the driver;
+4. what the views refused (a fold's version gap) -> dead letters;
+5. every N batches each view compacts (Delta OPTIMIZE).
 A crash anywhere in 1-5 re-runs the whole batch; each step skips what it already did.
+Failpoints (tests kill -9 there): `before-views`, `after-<view name>` after each view's apply (in its
+thread), `after-views` after every view and the dead letters (`after-warehouse`, its old name, still
+names that step: the warehouse's own `after-<name>` is therefore reached as `after-views`).
 The app id (Delta txnAppId, search marker) is created with the checkpoint and stored beside it in
 `job.json`, which also pins the checkpoint to one materializer and topic.
 """
@@ -24,10 +33,10 @@ import os
 import shutil
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from kafkakit.clients import admin_client
 from kafkakit.limits import DEAD_LETTER_MAX_RECORD_BYTES
@@ -35,14 +44,11 @@ from kafkakit.positions import StartPosition, parse_offsets_json
 from materializers import checkpoint, dead_letters, lifecycle, positions
 from materializers.avro_events import WriterSchemas
 from materializers.changes import split
-from materializers.config import RunConfig
-from materializers.driver_memory import release_freed_memory
 from materializers.errors import CheckpointMismatch, SourceUnavailable
-from materializers.spec import Materializer
+from materializers.plan import GENERATIONS_DIR as GENERATIONS_DIR
+from materializers.plan import JobPlan as JobPlan
 from materializers.timeline import StepClock
-from materializers.views.delta_warehouse import DeltaWarehouse
-from materializers.views.redis_cache import REJECT_DDL, RedisCache, Reject
-from materializers.views.search_index import SearchIndex, latest_changes
+from materializers.view import FrameBatch, Reject, TableBatch, View, collect
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,19 +57,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 IDENTITY_FILE = "job.json"
-GENERATIONS_DIR = "generations"
-REDIS_COLUMNS = (
-    "entity",
-    "position",
-    "op",
-    "set_fields",
-    "del_fields",
-    "keep_fields",
-    "src_topic",
-    "src_partition",
-    "src_offset",
-)
-FIELD_MAPS = ("set_fields", "del_fields")
+B = TypeVar("B", TableBatch, FrameBatch)  # the batch of one path, as every view of the job gets it
+FIELD_MAPS = ("set_fields", "del_fields")  # only the cache reads them; they repeat every data value
+# The step Job._failpoint reaches for a failpoint's old name (tests, scripts): the last one of a batch.
+FAILPOINT_ALIASES = {"after-warehouse": "after-views"}
 
 # Debezium's JSON records carry their schema (~2.5 KB each): the consumer's default 1 MiB per
 # partition fetch meant a round trip per ~400 records (reading 50k: 1.5 -> 0.9 s).
@@ -71,68 +68,6 @@ SOURCE_FETCH = {
     "kafka.max.partition.fetch.bytes": str(16 << 20),
     "kafka.fetch.max.bytes": str(64 << 20),
 }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JobPlan:
-    """Everything a run needs, resolved from the spec and the run config (pure)."""
-
-    spec: Materializer
-    config: RunConfig
-    topic: str
-    dlq_topic: str
-    job_dir: Path
-    checkpoint: Path
-    generation: str = ""  # "" = the layout before any rebuild; see generations.py
-    view_dir: Path = Path()
-
-    @classmethod
-    def of(cls, spec: Materializer, config: RunConfig, generation: str = "") -> JobPlan:
-        """The plan of one generation of the views ("" = the original layout, directly in the job dir)."""
-        topic = config.topic or spec.default_topic
-        job_dir = config.job_dir(spec.name)
-        view_dir = job_dir / GENERATIONS_DIR / generation if generation else job_dir
-        return cls(
-            spec=spec,
-            config=config,
-            topic=topic,
-            dlq_topic=config.dlq_topic or f"{topic}.dlq",
-            job_dir=job_dir,
-            checkpoint=Path(config.checkpoint) if config.checkpoint else view_dir / "checkpoint",
-            generation=generation,
-            view_dir=view_dir,
-        )
-
-    @property
-    def base_prefix(self) -> str:
-        """The Redis prefix readers start from; its `@live` key names the live generation's prefix."""
-        return f"{self.config.redis_prefix}:{self.spec.name}"
-
-    @property
-    def redis_prefix(self) -> str:
-        # `@` keeps a generation's keys outside the SCAN pattern `<base>:*` of the original layout.
-        return f"{self.base_prefix}@{self.generation}" if self.generation else self.base_prefix
-
-    def cache(self) -> RedisCache:
-        return RedisCache(self.config.endpoints.redis_url, self.redis_prefix)
-
-    def search(self) -> SearchIndex | None:
-        return (
-            SearchIndex(self.view_dir / "search", self.spec.search_fields)
-            if self.spec.search_fields and self.keeps("search")
-            else None
-        )
-
-    def keeps(self, view: str) -> bool:
-        return view in self.config.views
-
-    def warehouse(self) -> DeltaWarehouse:
-        return DeltaWarehouse(
-            self.view_dir / "delta",
-            self.spec.data_ddl,
-            self.spec.current_table,
-            driver_rows=self.config.warehouse_driver_rows,
-        )
 
 
 def claim_checkpoint(plan: JobPlan) -> str:
@@ -220,9 +155,7 @@ class Job:
     def __init__(self, spark: SparkSession, plan: JobPlan) -> None:
         self.spark = spark
         self.plan = plan
-        self.cache = plan.cache()
-        self.index = plan.search()
-        self.warehouse = plan.warehouse()
+        self.views: list[View] = plan.views()
         self.schemas = WriterSchemas(plan.config.endpoints.schema_registry_url)
         self.decode = plan.spec.decoder()
         self.app_id = ""
@@ -230,17 +163,16 @@ class Job:
         self.clock = StepClock()  # the views' steps per batch, for the driver's timeline
 
     def prepare(self) -> None:
-        """Fail before anything is written: Redis, the topic, the checkpoint's owner; then create state."""
-        if self.plan.keeps("cache"):
-            self.cache.check()
+        """Fail before anything is written: the views' stores, the topic, the checkpoint's owner; then
+        create state (the dead-letter topic, each view's)."""
+        for view in self.views:
+            view.check()
         bootstrap = self.plan.config.endpoints.kafka_bootstrap_servers
         topic_partitions(bootstrap, self.plan.topic)
         self.app_id = claim_checkpoint(self.plan)
         ensure_topic(bootstrap, self.plan.dlq_topic)
-        if self.plan.keeps("warehouse"):
-            self.warehouse.ensure_tables(self.spark)
-        if self.index is not None:
-            self.index.index()
+        for view in self.views:
+            view.prepare(self.spark)
 
     def start(self, start: StartPosition, *, available_now: bool = False) -> StreamingQuery:
         """Start the query; a checkpoint pinned by a restore starts at the snapshot's offsets instead."""
@@ -283,25 +215,18 @@ class Job:
             return
         with timed(batch_id, "plan"):  # Avro: the batch's writer schema ids are collected first
             decoded = self.decode(batch, self.schemas)
-        only = self._only_view()
         # A view that is the job's only reader decodes and applies in ONE Spark job, nothing
         # persisted; undecodable records come back beside the changes (cache: 6.8 -> 5.0 s per 50k
         # records on one core; search: 1.7 -> 0.6-0.8 s per 4k-record batch).
-        if only == "cache":
+        if len(self.views) == 1 and self.views[0].single_pass:
             self._failpoint("before-views", batch_id)
-            with timed(batch_id, "cache"):
-                self._cache(self._ordered(decoded), batch)
+            self._frames(self._ordered(decoded), batch, batch_id, None)
+            self._compact(batch.sparkSession, batch_id, None)
             return
-        if only == "search":
-            self._failpoint("before-views", batch_id)
-            with timed(batch_id, "search"):
-                self._index(decoded, batch_id, batch)
-            return
-        # Persisted once decoded: every step below reads the decoded rows, none decodes again. Only
-        # the cache reads the field maps (the other views read the data columns): without it they are
-        # neither built nor cached (they repeat every data value; warehouse-only 2M-row backfill:
-        # 8,024 -> 11,398 rows/s).
-        decoded = (decoded if self.plan.keeps("cache") else decoded.drop(*FIELD_MAPS)).persist()
+        # Persisted once decoded: every step below reads the decoded rows, none decodes again. Field
+        # maps no view reads are neither built nor cached (they repeat every data value;
+        # warehouse-only 2M-row backfill: 8,024 -> 11,398 rows/s).
+        decoded = (decoded if self._reads(*FIELD_MAPS) else decoded.drop(*FIELD_MAPS)).persist()
         try:
             changes, errors = split(decoded)
             with timed(batch_id, "decode"):
@@ -313,10 +238,11 @@ class Job:
                 self._failpoint("before-views", batch_id)
                 changes = self._ordered(changes)
                 changes = changes.persist() if self.plan.spec.sequential else changes
-                self._views(changes, batch, batch_id, rows - failed)
-            if self.plan.keeps("warehouse") and (batch_id + 1) % self.plan.config.optimize_every == 0:
-                with timed(batch_id, "optimize"):
-                    self.warehouse.optimize(batch.sparkSession, rows - failed)
+                try:
+                    self._frames(changes, batch, batch_id, rows - failed)
+                finally:
+                    changes.unpersist()
+            self._compact(batch.sparkSession, batch_id, rows - failed)
         finally:
             decoded.unpersist()
 
@@ -325,7 +251,11 @@ class Job:
         bound = checkpoint.planned_records(self.plan.checkpoint, batch_id)
         if bound is None or bound > self.plan.config.small_batch_rows:
             return False
-        return not self.plan.keeps("warehouse") or self.warehouse.in_driver(bound)
+        return all(view.in_driver(bound) for view in self.views)
+
+    def _reads(self, *columns: str) -> bool:
+        """Whether any view reads one of `columns`."""
+        return any(c in view.columns() for view in self.views for c in columns)
 
     def _in_driver(self, batch: DataFrame, batch_id: int) -> None:
         """A small batch: ONE Spark job decodes it into Arrow in the driver, and every view is written
@@ -353,45 +283,20 @@ class Job:
             table = table.sort_by([("entity", "ascending"), ("position", "ascending")])
         if table.num_rows:
             self._failpoint("before-views", batch_id)
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache") as pool:
-                cached = pool.submit(self._cache_table, table, batch_id) if self.plan.keeps("cache") else None
-                if self.index is not None:
-                    with timed(batch_id, "search"):
-                        self._index_rows(
-                            table.select(self._index_columns(table)).to_pylist(), batch_id, batch
-                        )
-                if self.plan.keeps("warehouse"):
-                    with timed(batch_id, "warehouse"):
-                        self.warehouse.write_collected(
-                            batch.sparkSession, table, self.app_id, batch_id, self.plan.spec.data_columns
-                        )
-                rejects = cached.result() if cached is not None else []
+            whole = TableBatch(spark=batch.sparkSession, app_id=self.app_id, batch_id=batch_id, table=table)
+            rejects = self._apply_all(batch_id, {view.name: whole for view in self.views}, Job._table)
             self._dead_letter_rejects(batch, rejects)
-            self._failpoint("after-warehouse", batch_id)
-        if self.plan.keeps("warehouse") and (batch_id + 1) % self.plan.config.optimize_every == 0:
-            with timed(batch_id, "optimize"):
-                self.warehouse.optimize(batch.sparkSession, table.num_rows)
+            self._failpoint("after-views", batch_id)
+        self._compact(batch.sparkSession, batch_id, table.num_rows)
 
     def _decoded_in_driver(self, batch: DataFrame, schemas: WriterSchemas) -> pa.Table:
         """The batch decoded, as Arrow in the driver: the columns the views read (one Spark job)."""
         from pyspark.sql import functions as F
 
         decoded = self.decode(batch, schemas).drop("src_key", "src_value")  # dead letters re-read them
-        if self.plan.keeps("warehouse"):
+        if self._reads("event_date"):
             decoded = decoded.withColumn("event_date", F.to_date("event_ts"))  # as Spark's path does
-        return (decoded if self.plan.keeps("cache") else decoded.drop(*FIELD_MAPS)).toArrow()
-
-    def _cache_table(self, table: pa.Table, batch_id: int) -> list[Reject]:
-        """The cache written from the driver, by the function the executors run on their partitions."""
-        with self.clock.timed(batch_id, "cache"):
-            out = self.cache.apply_arrow(iter(table.select(list(REDIS_COLUMNS)).to_batches()))
-            rejects = [r for part in out for r in part.to_pylist()]
-        self._failpoint("after-cache", batch_id)
-        return [(r["topic"], r["partition"], r["offset"], r["error"]) for r in rejects]
-
-    def _only_view(self) -> str | None:
-        kept = [v for v in ("cache", "warehouse") if self.plan.keeps(v)] + (["search"] if self.index else [])
-        return kept[0] if len(kept) == 1 else None
+        return (decoded if self._reads(*FIELD_MAPS) else decoded.drop(*FIELD_MAPS)).toArrow()
 
     def _ordered(self, changes: DataFrame) -> DataFrame:
         # A fold's patches apply in version order: one task per stream, sorted. CDC upserts commute.
@@ -399,51 +304,77 @@ class Job:
             return changes
         return changes.repartition("entity").sortWithinPartitions("entity", "position")
 
-    def _views(self, changes: DataFrame, batch: DataFrame, batch_id: int, rows: int) -> None:
-        timed = self.clock.timed
-        try:
-            # The executors write the cache while the driver writes the index and a small warehouse
-            # batch: neither waits for the other.
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache") as pool:
-                cached = (
-                    pool.submit(self._timed_cache, changes, batch_id) if self.plan.keeps("cache") else None
-                )
-                data = self.plan.spec.data_columns
-                # A small batch reaches the driver once for the index and the warehouse (a Spark job less).
-                collected = None
-                if self.index is not None and self.plan.keeps("warehouse") and self.warehouse.in_driver(rows):
-                    with timed(batch_id, "collect"):
-                        collected = self.warehouse.collect(changes, data, self.plan.spec.search_fields)
-                if self.index is not None:
-                    with timed(batch_id, "search"):
-                        self._index(changes, batch_id, batch, collected)
-                if self.plan.keeps("warehouse"):
-                    with timed(batch_id, "warehouse"):
-                        self.warehouse.write_batch(changes, self.app_id, batch_id, data, rows, collected)
-                rejects = cached.result() if cached is not None else []
-            self._dead_letter_rejects(batch, rejects)
-            self._failpoint("after-warehouse", batch_id)
-        finally:
-            changes.unpersist()
+    def _frames(self, changes: DataFrame, batch: DataFrame, batch_id: int, rows: int | None) -> None:
+        """The executors' path: every view from the frame of changes (`rows` of them; None: the
+        one-pass path, whose frame still holds the error rows). The views that collect the batch
+        into the driver share ONE collect when there are several (a Spark job less); one alone
+        collects what it reads itself, inside its own step."""
+        spark = batch.sparkSession
+        collecting = [v for v in self.views if rows is not None and not v.parallel and v.collects(rows)]
+        collected = None
+        if len(collecting) > 1:
+            with self.clock.timed(batch_id, "collect"):
+                collected = collect(changes, [c for v in collecting for c in v.columns()])
+        batches = {
+            view.name: FrameBatch(
+                spark=spark,
+                app_id=self.app_id,
+                batch_id=batch_id,
+                changes=changes,
+                rows=rows,
+                collected=collected if view in collecting else None,
+            )
+            for view in self.views
+        }
+        rejects = self._apply_all(batch_id, batches, Job._frame)
+        self._dead_letter_rejects(batch, rejects)
+        self._failpoint("after-views", batch_id)
 
-    def _timed_cache(self, changes: DataFrame, batch_id: int) -> list[Reject]:
-        with self.clock.timed(batch_id, "cache"):
-            return self._cache_rejects(changes, batch_id)
+    @staticmethod
+    def _table(view: View, batch: TableBatch) -> Sequence[Reject]:
+        return view.apply_table(batch)
 
-    def _cache(self, changes: DataFrame, batch: DataFrame) -> None:
-        self._dead_letter_rejects(batch, self._cache_rejects(changes))
+    @staticmethod
+    def _frame(view: View, batch: FrameBatch) -> Sequence[Reject]:
+        return view.apply_frame(batch)
 
-    def _cache_rejects(self, changes: DataFrame, batch_id: int | None = None) -> list[Reject]:
-        """CDC upserts commute (the Lua position check), so they apply where Spark read them, in offset
-        order; a fold's patches arrive partitioned by stream and sorted by version (`_ordered`).
-        `changes` may still hold the decoder's error rows: those come back as rejects, unapplied."""
-        columns = [*REDIS_COLUMNS, *(["error"] if "error" in changes.columns else [])]
-        rejects = changes.select(*columns).mapInArrow(self.cache.apply_arrow, REJECT_DDL).collect()
-        if batch_id is not None:
-            self._failpoint("after-cache", batch_id)
-        return [(r["topic"], r["partition"], r["offset"], r["error"]) for r in rejects]
+    def _apply_all(
+        self, batch_id: int, batches: dict[str, B], apply: Callable[[View, B], Sequence[Reject]]
+    ) -> list[Reject]:
+        """Every view's write of the batch: the `parallel` views in threads of their own (the cache's
+        writes run in Redis, from executors or this driver), meanwhile the others one after the other
+        here. Each view's time is its step (`<view name>`); what they refused comes back."""
+        parallel = [v for v in self.views if v.parallel]
+        with ThreadPoolExecutor(max_workers=max(1, len(parallel)), thread_name_prefix="view") as pool:
+            running: list[Future[Sequence[Reject]]] = [
+                pool.submit(self._apply_one, view, batch_id, batches[view.name], apply) for view in parallel
+            ]
+            rejects = [
+                r
+                for view in self.views
+                if not view.parallel
+                for r in self._apply_one(view, batch_id, batches[view.name], apply)
+            ]
+            for done in running:
+                rejects += done.result()
+        return rejects
 
-    def _dead_letter_rejects(self, batch: DataFrame, rejects: list[Reject]) -> None:
+    def _apply_one(
+        self, view: View, batch_id: int, batch: B, apply: Callable[[View, B], Sequence[Reject]]
+    ) -> Sequence[Reject]:
+        with self.clock.timed(batch_id, view.name):
+            rejects = apply(view, batch)
+        self._failpoint(f"after-{view.name}", batch_id)
+        return rejects
+
+    def _compact(self, spark: SparkSession, batch_id: int, rows: int | None) -> None:
+        """Every `optimize_every` batches each view compacts, by the engine that wrote a batch of `rows`."""
+        if (batch_id + 1) % self.plan.config.optimize_every == 0:
+            with self.clock.timed(batch_id, "optimize"):
+                for view in self.views:
+                    view.compact(spark, rows)
+
+    def _dead_letter_rejects(self, batch: DataFrame, rejects: Sequence[Reject]) -> None:
         if rejects:
             self._dead_letter(dead_letters.rejects_frame(batch, rejects), len(rejects))
 
@@ -459,37 +390,6 @@ class Job:
             "%d record(s) of %s sent to dead-letter topic %s", count, self.plan.topic, self.plan.dlq_topic
         )
 
-    def _index(
-        self, changes: DataFrame, batch_id: int, batch: DataFrame, collected: pa.Table | None = None
-    ) -> None:
-        """Every change of the batch comes to the driver (the index's single writer) through Arrow and
-        is folded there to each entity's newest: one Spark job, where a Spark-side fold (a shuffle)
-        and a collect of Rows took two. Collected whole, not streamed: toLocalIterator ran the 1 GiB
-        driver JVM out of heap on 250k-entity backfill batches. `changes` may still hold the
-        decoder's error rows: those go to the dead-letter topic. `collected`: the batch as the
-        warehouse collected it (error rows split off), if it did."""
-        wanted = self._index_columns(collected if collected is not None else changes)
-        rows = (
-            collected.select(wanted) if collected is not None else changes.select(*wanted).toArrow()
-        ).to_pylist()
-        self._index_rows(rows, batch_id, batch)
-
-    def _index_columns(self, source: DataFrame | pa.Table) -> list[str]:
-        errors = ["src_topic", "src_partition", "src_offset", "error"] if "error" in source.columns else []
-        return ["entity", "position", "op", "keep_fields", *self.plan.spec.search_fields, *errors]
-
-    def _index_rows(self, rows: list[dict[str, Any]], batch_id: int, batch: DataFrame) -> None:
-        assert self.index is not None
-        failed = [
-            (r["src_topic"], r["src_partition"], r["src_offset"], r["error"]) for r in rows if r.get("error")
-        ]
-        self._dead_letter_rejects(batch, failed)
-        latest = latest_changes((r for r in rows if not r.get("error")), self.plan.spec.search_fields)
-        if latest:
-            self.index.apply_batch(self.app_id, batch_id, latest)
-        del rows, latest
-        release_freed_memory()
-
     def _failpoint(self, step: str, batch_id: int) -> None:
         """Test hook (RunConfig.failpoint "<step>:<marker>[:until-stop]"): announce the step, then block.
 
@@ -498,7 +398,7 @@ class Job:
         """
         name, _, rest = self.plan.config.failpoint.partition(":")
         marker, _, mode = rest.partition(":")
-        if name != step or not marker or Path(marker).exists():
+        if FAILPOINT_ALIASES.get(name, name) != step or not marker or Path(marker).exists():
             return
         Path(marker).write_text(f"{os.getpid()} {batch_id}")
         deadline = time.monotonic() + 300

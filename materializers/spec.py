@@ -1,21 +1,32 @@
-"""What a materializer is: input topic + a transform to changes + which views it keeps (frozen)."""
+"""What a materializer is: input topic + a transform to changes + which views it keeps (frozen).
+
+A materializer keeps the built-in views it names (`builtin_views`: the Redis cache, the search index
+when it has `search_fields`, the Delta warehouse) and any `views` of its own: objects implementing
+`materializers.view.View`, or factories called with the job's plan (`JobPlan`: config, paths, app
+prefix) that return one — a factory lets a view take its connection settings from the run.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Union
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from materializers.avro_events import WriterSchemas
+    from materializers.plan import JobPlan
+    from materializers.view import View
 
 # raw Kafka rows (+ the registry for event decoding) -> the decoded frame (changes + errors); see changes.py
 Transform = Callable[["DataFrame", "WriterSchemas"], "DataFrame"]
 # Called once per job: a decoder may build its Spark expressions on its first batch and reuse them
 # (building Debezium's took ~1,500 py4j calls, 0.4-0.7 s of every micro-batch).
 Decoder = Callable[[], Transform]
+# A view of the materializer's own: an instance, or a factory taking the job's plan.
+ViewSource = Union["View", Callable[["JobPlan"], "View"]]
+BUILTIN_VIEWS = ("cache", "search", "warehouse")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -24,6 +35,7 @@ class Materializer:
 
     `sequential` marks event folds: the cache applies version n+1 only (patches), CDC upserts apply
     whenever newer. `search_fields` empty = no search view; `current_table` False = history/facts only.
+    `builtin_views`: which of cache, search, warehouse it keeps; `views`: its own (see the module doc).
     """
 
     name: str
@@ -35,6 +47,8 @@ class Materializer:
     sequential: bool
     search_fields: tuple[str, ...] = ()
     current_table: bool = True
+    builtin_views: tuple[str, ...] = BUILTIN_VIEWS
+    views: tuple[ViewSource, ...] = ()
 
     @property
     def data_columns(self) -> tuple[str, ...]:

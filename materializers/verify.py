@@ -2,7 +2,8 @@
 
 Source of truth: the Postgres table for CDC views; the fold of the whole event topic (decoded in
 Python with the registry's writer schemas, stream by stream in version order, duplicates ignored,
-stopping at a version gap exactly as the cache does) for event views.
+stopping at a version gap exactly as the cache does) for event views. The truth is read once and
+each view compares itself with it (`View.verify`).
 """
 
 from __future__ import annotations
@@ -10,42 +11,18 @@ from __future__ import annotations
 import io
 import json
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
 from kafkakit.clients import make_consumer
 from materializers import event_shape, orders
 from materializers.avro_events import WriterSchemas
 from materializers.errors import SourceUnavailable
-from materializers.job import JobPlan
-from materializers.views import delta_warehouse
-
-
-@dataclass(frozen=True, slots=True)
-class Difference:
-    view: str
-    entity: str
-    expected: Mapping[str, str] | None
-    actual: Mapping[str, str] | None
-
-    def __str__(self) -> str:
-        return f"{self.view}: {self.entity}: expected {dict(self.expected or {}) or None}, found {dict(self.actual or {}) or None}"
-
-
-def compare(
-    view: str, expected: Mapping[str, Mapping[str, str]], actual: Mapping[str, Mapping[str, str]]
-) -> list[Difference]:
-    """Pure: every entity whose value differs, is missing or is extra."""
-    return [
-        Difference(view, entity, expected.get(entity), actual.get(entity))
-        for entity in sorted(set(expected) | set(actual))
-        if expected.get(entity) != actual.get(entity)
-    ]
-
-
-def _as_text(row: Mapping[str, Any], columns: tuple[str, ...]) -> dict[str, str]:
-    return {c: str(row[c]) for c in columns if row.get(c) is not None}
+from materializers.plan import JobPlan
+from materializers.truth import Difference as Difference
+from materializers.truth import Truth
+from materializers.truth import compare as compare
+from materializers.views.builtin import as_text
 
 
 def postgres_rows(
@@ -67,26 +44,13 @@ def postgres_rows(
         raise SourceUnavailable(
             f"cannot read {table} from Postgres ({exc}); check PG_DSN and --table"
         ) from exc
-    return {str(r[0]): _as_text(dict(zip(columns, r[1:], strict=True)), columns) for r in rows}
+    return {str(r[0]): as_text(dict(zip(columns, r[1:], strict=True)), columns) for r in rows}
 
 
-def delta_current(plan: JobPlan) -> dict[str, dict[str, str]]:
+def cdc_truth(plan: JobPlan) -> Truth:
     cols = plan.spec.data_columns
-    rows = delta_warehouse.query(plan.warehouse().current_path, "SELECT * FROM t WHERE NOT deleted")
-    return {str(r["entity"]): _as_text(r, cols) for r in rows}
-
-
-def verify_cdc(plan: JobPlan) -> list[Difference]:
-    cols = plan.spec.data_columns
-    truth = postgres_rows(plan.config.endpoints.pg_dsn, plan.config.table or plan.spec.default_table, cols)
-    diffs = compare("cache", truth, plan.cache().entities()) if plan.keeps("cache") else []
-    index = plan.search()
-    if index is not None:
-        searchable = {e: {k: v for k, v in row.items() if k in index.text_fields} for e, row in truth.items()}
-        diffs += compare("search", searchable, index.live_documents())
-    if plan.spec.current_table and plan.keeps("warehouse"):
-        diffs += compare("warehouse.current", truth, delta_current(plan))
-    return diffs
+    table = plan.config.table or plan.spec.default_table
+    return Truth(kind="cdc", rows=postgres_rows(plan.config.endpoints.pg_dsn, table, cols))
 
 
 def read_topic(bootstrap: str, topic: str) -> Iterator[Any]:
@@ -151,21 +115,14 @@ def event_fold(plan: JobPlan) -> tuple[dict[str, dict[str, str]], int]:
     return expected, sum(len(v) for v in streams.values())
 
 
-def verify_events(plan: JobPlan) -> list[Difference]:
-    expected, events = event_fold(plan)
-    diffs = compare("cache", expected, plan.cache().entities()) if plan.keeps("cache") else []
-    if not plan.keeps("warehouse"):
-        return diffs
-    rows = delta_warehouse.query(
-        plan.warehouse().history_path,
-        "SELECT count(*) AS n, count(DISTINCT entity || '/' || position) AS d FROM t",
-    )
-    found = {"rows": str(rows[0]["n"]), "distinct": str(rows[0]["d"])}
-    diffs += compare(
-        "warehouse.facts", {"count": {"rows": str(events), "distinct": str(events)}}, {"count": found}
-    )
-    return diffs
-
-
 def verify(plan: JobPlan) -> list[Difference]:
-    return verify_cdc(plan) if plan.spec.kind == "cdc" else verify_events(plan)
+    """Every difference between the plan's views and the source of truth (read once for all views)."""
+    views = plan.views()
+    if not views:
+        return []
+    if plan.spec.kind == "cdc":
+        truth = cdc_truth(plan)
+    else:
+        expected, events = event_fold(plan)
+        truth = Truth(kind="events", rows=expected, events=events)
+    return [d for view in views for d in view.verify(truth)]

@@ -28,6 +28,7 @@ from typing import IO, TYPE_CHECKING, Any
 import redis
 
 from materializers.errors import ViewUnavailable
+from materializers.view import Reject as Reject
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -72,7 +73,6 @@ return 1
 
 _LEN = struct.Struct(">I")
 
-Reject = tuple[str, int, int, str]  # source topic, partition, offset; error
 REJECT_DDL = "topic string, partition int, offset long, error string"
 REJECT_FIELDS = ("topic", "partition", "offset", "error")
 

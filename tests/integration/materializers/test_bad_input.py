@@ -62,3 +62,73 @@ def test_missing_redis(
     err = capsys.readouterr().err
     assert "Redis at redis://127.0.0.1:1/0 does not answer" in err and "REDIS_URL" in err
     assert nothing_written(cli_env)
+
+
+USER_MODULE = """
+from dataclasses import replace
+from materializers.products import PRODUCTS
+from materializers.view import DriverView
+
+class Named(DriverView):
+    def __init__(self, name):
+        self._name = name
+    @property
+    def name(self):
+        return self._name
+    def columns(self):
+        return ("entity",)
+    def apply_table(self, batch):
+        return ()
+    def verify(self, truth):
+        return []
+
+class NoProtocol:
+    name = "half"
+
+NOT_A_MATERIALIZER = 42
+HALF_VIEW = replace(PRODUCTS, name="half_view", views=(NoProtocol(),))
+TWICE = replace(PRODUCTS, name="twice", views=(Named("mine"), Named("mine")))
+SHADOWS_CACHE = replace(PRODUCTS, name="shadows", views=(lambda plan: Named("cache"),))
+"""
+
+
+@pytest.mark.parametrize(
+    ("reference", "message"),
+    [
+        ("no_such_module_xyz:THING", "cannot import module 'no_such_module_xyz'"),
+        ("{mod}:MISSING", "has no attribute 'MISSING'"),
+        ("{mod}:NOT_A_MATERIALIZER", "is a int, not a materializers.spec.Materializer"),
+        ("{mod}:HALF_VIEW", "does not implement materializers.view.View (missing columns"),
+        ("{mod}:TWICE", "more than one view named 'mine'"),
+        ("{mod}:SHADOWS_CACHE", "more than one view named 'cache'"),
+    ],
+    ids=["no-module", "no-attr", "not-a-materializer", "not-a-view", "two-names", "factory-name-clash"],
+)
+def test_bad_user_materializers(
+    cli_env: Path,
+    topics: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    reference: str,
+    message: str,
+) -> None:
+    """A module:attr that does not load, is no materializer, or whose views break the protocol: exit 2
+    with the cause and the fix, before a Spark session or any state."""
+    module = f"bad_user_mats_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{module}.py").write_text(USER_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    topic = topics("mat-bad")
+    assert main(["start", reference.format(mod=module), "--topic", topic, "--from", "earliest"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+    assert nothing_written(cli_env)
+
+
+def test_views_the_materializer_does_not_have(
+    cli_env: Path, topics: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topic = topics("mat-bad")
+    assert main(["start", "orders", "--topic", topic, "--views", "cache,search"]) == 2
+    assert "has no view 'search'; its views: cache, warehouse" in capsys.readouterr().err
+    assert nothing_written(cli_env)

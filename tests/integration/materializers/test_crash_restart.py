@@ -49,7 +49,7 @@ def test_kill_mid_batch_then_restart(
     env = {**os.environ, **endpoints.as_env()}
     marker = tmp_path / "reached"
     crashing = subprocess.Popen(
-        cli(config, topic), env={**env, ENV_FAILPOINT: f"after-warehouse:{marker}"}, start_new_session=True,
+        cli(config, topic), env={**env, ENV_FAILPOINT: f"after-views:{marker}"}, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:

@@ -1,0 +1,131 @@
+"""A job's plan: everything a run needs, resolved from the materializer and the run config (pure but
+for the views' factories, which a materializer may bring).
+
+`views()` builds the list of views a `Job` drives: the built-in ones the materializer keeps
+(`Materializer.builtin_views`; search only with `search_fields`), then its own (`Materializer.views`:
+instances, or factories called with the plan), restricted to `RunConfig.views` when that names any.
+Every view is checked against the protocol and names are checked unique here, before anything starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from materializers.config import RunConfig
+from materializers.errors import BadView, UnknownView
+from materializers.spec import Materializer
+from materializers.view import View, check_names, check_view, is_factory
+from materializers.views.builtin import CacheView, SearchView, WarehouseView
+from materializers.views.delta_warehouse import DeltaWarehouse
+from materializers.views.redis_cache import RedisCache
+from materializers.views.search_index import SearchIndex
+
+GENERATIONS_DIR = "generations"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobPlan:
+    """Everything a run needs, resolved from the spec and the run config (pure)."""
+
+    spec: Materializer
+    config: RunConfig
+    topic: str
+    dlq_topic: str
+    job_dir: Path
+    checkpoint: Path
+    generation: str = ""  # "" = the layout before any rebuild; see generations.py
+    view_dir: Path = Path()
+
+    @classmethod
+    def of(cls, spec: Materializer, config: RunConfig, generation: str = "") -> JobPlan:
+        """The plan of one generation of the views ("" = the original layout, directly in the job dir)."""
+        topic = config.topic or spec.default_topic
+        job_dir = config.job_dir(spec.name)
+        view_dir = job_dir / GENERATIONS_DIR / generation if generation else job_dir
+        return cls(
+            spec=spec,
+            config=config,
+            topic=topic,
+            dlq_topic=config.dlq_topic or f"{topic}.dlq",
+            job_dir=job_dir,
+            checkpoint=Path(config.checkpoint) if config.checkpoint else view_dir / "checkpoint",
+            generation=generation,
+            view_dir=view_dir,
+        )
+
+    @property
+    def base_prefix(self) -> str:
+        """The Redis prefix readers start from; its `@live` key names the live generation's prefix."""
+        return f"{self.config.redis_prefix}:{self.spec.name}"
+
+    @property
+    def redis_prefix(self) -> str:
+        # `@` keeps a generation's keys outside the SCAN pattern `<base>:*` of the original layout.
+        return f"{self.base_prefix}@{self.generation}" if self.generation else self.base_prefix
+
+    def cache(self) -> RedisCache:
+        return RedisCache(self.config.endpoints.redis_url, self.redis_prefix)
+
+    def search(self) -> SearchIndex | None:
+        return (
+            SearchIndex(self.view_dir / "search", self.spec.search_fields)
+            if self.spec.search_fields and self.keeps("search")
+            else None
+        )
+
+    def keeps(self, view: str) -> bool:
+        """Whether this run keeps the view named `view` (a built-in one only if the spec has it)."""
+        if view in ("cache", "search", "warehouse") and view not in self.spec.builtin_views:
+            return False
+        return not self.config.views or view in self.config.views
+
+    def warehouse(self) -> DeltaWarehouse:
+        return DeltaWarehouse(
+            self.view_dir / "delta",
+            self.spec.data_ddl,
+            self.spec.current_table,
+            driver_rows=self.config.warehouse_driver_rows,
+        )
+
+    def views(self) -> list[View]:
+        """The views a job of this plan drives, in the order it applies them; BadView / UnknownView
+        (naming the fix) before anything is written."""
+        built: list[View] = []
+        index = self.search()
+        if self.keeps("cache"):
+            built.append(CacheView(self.cache()))
+        if index is not None:
+            built.append(SearchView(index))
+        if self.keeps("warehouse"):
+            built.append(WarehouseView(self.warehouse(), self.spec.data_columns))
+        own = [self._own_view(source) for source in self.spec.views]
+        check_names([*built, *own], self.spec.name)
+        available = self.available_views(own)
+        unknown = [v for v in self.config.views if v not in available]
+        if unknown:
+            raise UnknownView(
+                f"materializer {self.spec.name!r} has no view {', '.join(map(repr, unknown))}; its views: "
+                f"{', '.join(available)} (pass some of them to --views, or leave --views out for all)"
+            )
+        return [*built, *[v for v in own if self.keeps(v.name)]]
+
+    def available_views(self, own: list[View]) -> list[str]:
+        builtin = [v for v in self.spec.builtin_views if v != "search" or self.spec.search_fields]
+        return [*builtin, *[v.name for v in own]]
+
+    def _own_view(self, source: object) -> View:
+        """A view of the spec's own: an instance as it is, a factory (a class too) called with the plan."""
+        if not is_factory(source) or not callable(source):
+            return check_view(source, self.spec.name)
+        try:
+            made = source(self)
+        except BadView:
+            raise
+        except Exception as exc:
+            raise BadView(
+                f"the view factory {getattr(source, '__qualname__', source)!r} of materializer "
+                f"{self.spec.name!r} failed ({type(exc).__name__}: {exc}); a factory is called with the "
+                "job's plan (materializers.plan.JobPlan) and must return a View"
+            ) from exc
+        return check_view(made, self.spec.name)

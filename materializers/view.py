@@ -1,0 +1,254 @@
+"""The `View` protocol: what a job needs of a store it keeps up to date, whatever the store is.
+
+A job (job.py) drives a list of views without knowing their names. Per micro-batch it:
+1. decodes the batch (changes.py's row shape) and sends undecodable records to the dead letters;
+2. hands every view the batch's changes, through one of two paths:
+   - a *small* batch (planned size at most `small_batch_rows`, and every view's `in_driver` says yes)
+     is decoded by ONE Spark job into a pyarrow Table in the driver: `apply_table`;
+   - a larger batch stays a persisted DataFrame: `apply_frame`. A view whose `collects` says yes is
+     handed the batch as Arrow too (`FrameBatch.collected`), collected ONCE for every such view
+     when more than one asks (a Spark job less); otherwise it reads the DataFrame itself (the cache's
+     `mapInArrow` on the executors, the warehouse's Spark MERGE);
+   views marked `parallel` run in a thread of their own meanwhile (their work runs elsewhere: on the
+   executors, in Redis), the others one after the other in the driver;
+3. dead-letters what the views refused (`Reject`: source topic, partition, offset, error);
+4. every `optimize_every` batches calls `compact`.
+Spark commits the batch to its checkpoint only after every view returned. A crash anywhere re-runs
+the whole batch, so `apply_*` MUST be idempotent: key each write on the change's `position` (never
+let an older position overwrite a newer one, keep a deleted entity's position) and/or on
+(`app_id`, `batch_id`) — the app id belongs to the checkpoint, batch ids grow within it.
+
+`check` runs before anything is written or a Spark session exists (bad input fails in a second);
+`prepare` creates the view's state before the query starts. `verify` compares the view with the
+source of truth (truth.py). `DriverView` is a base for views written from the driver alone.
+Views are checked against this protocol when a materializer is loaded (`check_view`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from materializers.errors import BadView
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+    from materializers.truth import Difference, Truth
+
+Reject = tuple[str, int, int, str]  # source topic, partition, offset; why the change was refused
+# Columns a view may ask for besides a change's and the materializer's data columns (changes.py).
+DERIVED_COLUMNS = ("event_date",)  # to_date(event_ts): the warehouse's partition column
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableBatch:
+    """A small batch, whole in the driver. `table` holds the changes only (error rows went to the dead
+    letters), the columns every view asked for (`View.columns`); a fold's patches (a sequential
+    materializer) sorted by entity, then position."""
+
+    spark: SparkSession
+    app_id: str
+    batch_id: int
+    table: pa.Table
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FrameBatch:
+    """A large batch as a persisted DataFrame of changes (a fold's patches partitioned by entity and
+    sorted by position). `rows`: how many changes it holds (None: unknown, the one-pass path below).
+    `collected`: the batch as Arrow in the driver, when this view `collects` and shares the job's one
+    collect with another view (None: read `changes` yourself, e.g. with `table`).
+    A `single_pass` view that is its job's only view gets the decoded frame as it is: rows with a
+    non-null `error` column are undecodable records it must return as rejects, unapplied."""
+
+    spark: SparkSession
+    app_id: str
+    batch_id: int
+    changes: DataFrame
+    rows: int | None
+    collected: pa.Table | None = None
+
+    def table(self, columns: Sequence[str]) -> pa.Table:
+        """The batch's `columns` as Arrow in the driver: the shared collect, or one Spark job."""
+        return (
+            collect(self.changes, columns) if self.collected is None else self.collected.select(list(columns))
+        )
+
+
+@runtime_checkable
+class View(Protocol):
+    """A store a job keeps up to date from a change stream; see the module docstring for the order."""
+
+    @property
+    def name(self) -> str:
+        """Unique within a job: step timings, failpoints (`after-<name>`), `--views` and `verify`'s
+        differences use it."""
+        ...
+
+    @property
+    def parallel(self) -> bool:
+        """Applied in a thread of its own, beside the other views (its work runs off the driver)."""
+        ...
+
+    @property
+    def single_pass(self) -> bool:
+        """As a job's only view, it takes the decoded frame with its error rows (see `FrameBatch`):
+        decoding and applying in one Spark job, nothing persisted."""
+        ...
+
+    def columns(self) -> tuple[str, ...]:
+        """The change columns it reads (changes.CHANGE_COLUMNS, data columns, DERIVED_COLUMNS)."""
+        ...
+
+    def check(self) -> None:
+        """Fail (ViewUnavailable, saying what to fix) when the store cannot be reached; write nothing."""
+        ...
+
+    def prepare(self, spark: SparkSession) -> None:
+        """Create the view's state (tables, directories) before the query starts."""
+        ...
+
+    def in_driver(self, rows: int) -> bool:
+        """Whether a batch of `rows` changes may be written from the driver (the small-batch path
+        needs every view's yes; say no when the driver cannot reach the store)."""
+        ...
+
+    def collects(self, rows: int) -> bool:
+        """On the executors' path: whether it wants the batch of `rows` changes as Arrow in the driver."""
+        ...
+
+    def apply_table(self, batch: TableBatch) -> Sequence[Reject]:
+        """Apply a small batch idempotently; return the changes it refused."""
+        ...
+
+    def apply_frame(self, batch: FrameBatch) -> Sequence[Reject]:
+        """Apply a large batch idempotently; return the changes it refused."""
+        ...
+
+    def compact(self, spark: SparkSession, rows: int | None) -> None:
+        """Periodic maintenance after a batch of `rows` changes (None: unknown); may do nothing."""
+        ...
+
+    def verify(self, truth: Truth) -> list[Difference]:
+        """Every entity where the view differs from the source of truth."""
+        ...
+
+
+PROTOCOL_METHODS = (
+    "columns",
+    "check",
+    "prepare",
+    "in_driver",
+    "collects",
+    "apply_table",
+    "apply_frame",
+    "compact",
+    "verify",
+)
+PROTOCOL_FLAGS = ("parallel", "single_pass")
+
+
+class DriverView(ABC):
+    """A base for a view written from the driver alone (a table in a database, a file, a service):
+    implement `name`, `columns`, `apply_table` and `verify`. A large batch reaches it as Arrow too
+    (`collects`), so it needs no Spark code; `check`, `prepare` and `compact` do nothing unless
+    overridden. Only for batches the driver can hold: a backfill's are capped by
+    `max_offsets_per_trigger`."""
+
+    parallel = False
+    single_pass = False
+
+    @property
+    @abstractmethod
+    def name(self) -> str: ...
+
+    @abstractmethod
+    def columns(self) -> tuple[str, ...]: ...
+
+    @abstractmethod
+    def apply_table(self, batch: TableBatch) -> Sequence[Reject]: ...
+
+    @abstractmethod
+    def verify(self, truth: Truth) -> list[Difference]: ...
+
+    def check(self) -> None:
+        return None
+
+    def prepare(self, spark: SparkSession) -> None:
+        return None
+
+    def in_driver(self, rows: int) -> bool:
+        return True
+
+    def collects(self, rows: int) -> bool:
+        return True
+
+    def apply_frame(self, batch: FrameBatch) -> Sequence[Reject]:
+        table = batch.table(self.columns())
+        return self.apply_table(
+            TableBatch(spark=batch.spark, app_id=batch.app_id, batch_id=batch.batch_id, table=table)
+        )
+
+    def compact(self, spark: SparkSession, rows: int | None) -> None:
+        return None
+
+
+def collect(changes: DataFrame, columns: Sequence[str]) -> pa.Table:
+    """`columns` of a frame of changes as Arrow in the driver (one Spark job); DERIVED_COLUMNS built."""
+    from pyspark.sql import functions as F
+
+    wanted = list(dict.fromkeys(columns))
+    return changes.select(
+        *[F.to_date("event_ts").alias(c) if c == "event_date" else F.col(f"`{c}`") for c in wanted]
+    ).toArrow()
+
+
+def missing_members(candidate: object) -> list[str]:
+    """What `candidate` lacks of the protocol (pure): absent or non-callable methods, a name that is
+    not a non-empty string, flags that are not booleans. Empty: it implements `View`."""
+    missing = [m for m in PROTOCOL_METHODS if not callable(getattr(candidate, m, None))]
+    name = getattr(candidate, "name", None)
+    if not isinstance(name, str) or not name.strip():
+        missing.append("name (a non-empty str)")
+    missing += [f"{f} (a bool)" for f in PROTOCOL_FLAGS if not isinstance(getattr(candidate, f, None), bool)]
+    return missing
+
+
+def is_factory(source: object) -> bool:
+    """Whether a materializer's view entry is a factory (a class, or a callable that is no view),
+    called with the job's plan, rather than a view itself."""
+    return isinstance(source, type) or (callable(source) and not isinstance(source, View))
+
+
+def check_view(candidate: object, owner: str) -> View:
+    """`candidate` as a View, or BadView naming what it lacks and how to fix it."""
+    missing = missing_members(candidate)
+    if isinstance(candidate, type) or missing or not isinstance(candidate, View):
+        what = f"a class ({candidate.__name__})" if isinstance(candidate, type) else repr(candidate)[:120]
+        lacks = (
+            "pass an instance, not the class"
+            if isinstance(candidate, type)
+            else f"missing {', '.join(missing) or 'nothing, but isinstance(view, View) is false'}"
+        )
+        raise BadView(
+            f"view {what} of materializer {owner!r} does not implement materializers.view.View ({lacks}); "
+            "implement the protocol's members, or subclass materializers.view.DriverView and implement "
+            "name, columns, apply_table and verify"
+        )
+    return candidate
+
+
+def check_names(views: Sequence[View], owner: str) -> None:
+    """Refuse two views with one name: their timings, failpoints and state would collide."""
+    names = [v.name for v in views]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise BadView(
+            f"materializer {owner!r} has more than one view named {', '.join(map(repr, twice))} "
+            f"(views: {', '.join(names)}); give each view its own name, or leave the built-in one out "
+            "with Materializer(builtin_views=...)"
+        )
