@@ -11,7 +11,6 @@ import argparse
 import json
 import logging
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -22,19 +21,18 @@ from kafkakit.positions import StartPosition, parse_start, parse_timestamp
 from materializers import (
     generations,
     lag,
+    launch,
     lifecycle,
     positions,
     rebuild,
-    runner,
     snapshots,
     spark_session,
     status,
-    timeline,
 )
 from materializers.catalog import ENTRY_POINT_GROUP, available, lookup
 from materializers.config import SMALL_BATCH_ROWS, RunConfig
 from materializers.errors import ConflictingJobs, JobNotRunning
-from materializers.job import Job, claim_checkpoint, topic_partitions
+from materializers.job import topic_partitions
 from materializers.verify import verify
 
 log = logging.getLogger("materializers")
@@ -174,29 +172,11 @@ def per_job_flags(names: Sequence[str], given: dict[str, list[str] | None]) -> d
 
 def _start(args: argparse.Namespace) -> int:
     flags = per_job_flags(args.names, {f: getattr(args, f) for f in _PER_JOB_FLAGS})
-    config = _config(args, per_job={})
     begin: StartPosition = (
         parse_timestamp(args.from_timestamp) if args.from_timestamp else parse_start(args.start)
     )
     plans = [generations.resolve(lookup(name), _config(args, per_job=flags[name])) for name in args.names]
-    runner.check_distinct(plans)
-    for plan in plans:  # every check before anything is written
-        for view in plan.views():  # built (and checked against the protocol) here, then checked
-            view.check()
-        partitions = topic_partitions(plan.config.endpoints.kafka_bootstrap_servers, plan.topic)
-        positions.spark_start_options(
-            begin, {plan.topic: partitions}
-        )  # a bad position fails here, not in Spark
-    for plan in plans:
-        claim_checkpoint(plan)
-    spark = spark_session.build(config.master, "materializer-" + "+".join(args.names))
-    started = [
-        timeline.event("process", timeline.process_started_at()),
-        timeline.event("session", time.time()),
-    ]
-    for plan in plans:
-        timeline.append(plan.job_dir, started)
-    code = runner.run([Job(spark, plan) for plan in plans], begin, available_now=args.available_now)
+    code = launch.start_plans(plans, begin, available_now=args.available_now)
     for plan in plans:
         final = status.read(plan.job_dir)
         if final is not None and final.state == "failed":

@@ -62,3 +62,25 @@ def test_a_lazy_map_that_disagrees_with_all_is_refused() -> None:
         assert module.dumps is getattr_("dumps") and "dumps" in dir_()
     finally:
         del sys.modules["fake_pkg"]
+
+
+def test_the_materializers_api_imports_lightly_and_names_what_a_user_needs() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, materializers; light = 'pyspark' not in sys.modules and 'redis' not in sys.modules; "
+        "from materializers import Materializer, View, DriverView, RunConfig, JobPlan, run, read_model; "
+        "print(light, callable(run), isinstance(View, type))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "True", "True"]
+
+
+def test_run_refuses_a_materializer_that_does_not_import_before_any_spark() -> None:
+    import pytest
+
+    from materializers import BadMaterializer, RunConfig, run
+
+    with pytest.raises(BadMaterializer, match="cannot import module 'no_such_module'"):
+        run("no_such_module:ORDERS", config=RunConfig())

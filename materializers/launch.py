@@ -1,0 +1,58 @@
+"""Start materializers in one Spark driver, from a program: what `materializers start` does.
+
+`run(products, "mypkg.views:orders_by_customer", config=RunConfig.from_env(), start="latest")` checks
+everything that needs no Spark first (the views' stores, the topics, the start position, the
+checkpoints' owners: bad input fails in a second and writes nothing), then builds one SparkSession and
+runs a streaming query per materializer until each stops (`materializers stop NAME`, SIGTERM/SIGINT,
+or `available_now` once caught up). Returns 0, or 1 when a query failed (its status says why).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from kafkakit.positions import StartPosition, parse_start
+from materializers import generations, positions, runner, spark_session, timeline
+from materializers.catalog import lookup
+from materializers.config import RunConfig
+from materializers.job import Job, claim_checkpoint, topic_partitions
+from materializers.plan import JobPlan
+from materializers.spec import Materializer
+
+
+def run(
+    *materializers: Materializer | str,
+    config: RunConfig | None = None,
+    start: str | StartPosition = "latest",
+    available_now: bool = False,
+) -> int:
+    """Run `materializers` (objects, built-in names, entry-point names or `module:attr`) with one
+    `config` (default: the environment's) from `start` (`earliest`, `latest` or offsets JSON)."""
+    given = config or RunConfig.from_env()
+    specs = [m if isinstance(m, Materializer) else lookup(m) for m in materializers]
+    begin = parse_start(start) if isinstance(start, str) else start
+    return start_plans(
+        [generations.resolve(spec, given) for spec in specs], begin, available_now=available_now
+    )
+
+
+def start_plans(plans: Sequence[JobPlan], begin: StartPosition, *, available_now: bool = False) -> int:
+    """Check every plan, claim its checkpoint, build the session and run a query per plan."""
+    runner.check_distinct(plans)
+    for plan in plans:  # every check before anything is written
+        for view in plan.views():  # built (and checked against the protocol) here, then checked
+            view.check()
+        partitions = topic_partitions(plan.config.endpoints.kafka_bootstrap_servers, plan.topic)
+        positions.spark_start_options(begin, {plan.topic: partitions})  # a bad position fails here
+    for plan in plans:
+        claim_checkpoint(plan)
+    names = "+".join(plan.spec.name for plan in plans)
+    spark = spark_session.build(plans[0].config.master, f"materializer-{names}")
+    started = [
+        timeline.event("process", timeline.process_started_at()),
+        timeline.event("session", time.time()),
+    ]
+    for plan in plans:
+        timeline.append(plan.job_dir, started)
+    return runner.run([Job(spark, plan) for plan in plans], begin, available_now=available_now)
