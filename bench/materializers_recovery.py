@@ -9,9 +9,12 @@ started again at once, from its checkpoint. Measured per round, from the kill:
 - the restart's phases from the driver's timeline (`materializers.timeline`): process start, Spark
   session, query started, first batch committed, and the first batch's steps.
 Variants, interleaved round by round on the same table and load:
-- `defaults`: what a user gets (the JVM class archive, small batches applied from the driver);
-- `old_defaults`: the JVM class archive off (`MATERIALIZERS_JVM_CACHE=off`) and every batch through
-  the executors (`--small-batch-rows 0`), as before issue 18.
+- `defaults`: what a user gets (the JVM class archive, small batches applied from the driver, the
+  driver's JIT C1 only);
+- `old_defaults`: the JVM class archive off (`MATERIALIZERS_JVM_CACHE=off`), every batch through
+  the executors (`--small-batch-rows 0`) and the JVM's full JIT (`MATERIALIZERS_DRIVER_JIT=full`), as
+  before issue 18;
+- with `--with full_jit`: the defaults but the full JIT (C2 too), the trade-off of the quick JIT.
 Targets (issue 18, 2 cores, stack running): recovery <= 15 s, caught up <= 20 s.
 Results: bench/results/materializers-recovery.json + .md. Needs a running stack (`make up`).
 """
@@ -68,10 +71,14 @@ class Variant:
 
 VARIANTS = (
     Variant("defaults", {}, ()),
-    Variant("old_defaults", {"MATERIALIZERS_JVM_CACHE": "off"}, ("--small-batch-rows", "0")),
+    Variant(
+        "old_defaults",
+        {"MATERIALIZERS_JVM_CACHE": "off", "MATERIALIZERS_DRIVER_JIT": "full"},
+        ("--small-batch-rows", "0"),
+    ),
 )
-# Experiments (--variant NAME): JVM settings tried against the defaults before one becomes a default.
-EXPERIMENTS = (Variant("c1_only", {"JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1"}, ()),)
+# Experiments (--with NAME): settings tried against the defaults before one becomes a default.
+EXPERIMENTS = (Variant("full_jit", {"MATERIALIZERS_DRIVER_JIT": "full"}, ()),)
 
 
 def start_driver(plan: JobPlan, variant: Variant, log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from materializers.spark_session import class_archive, class_sharing_options
 
 
@@ -45,3 +47,13 @@ def test_a_restarted_driver_sees_its_delta_tables_without_spark(tmp_path: Path) 
     (table / "_delta_log" / "00000000000000000003.json").unlink()
     (table / "_delta_log" / "_last_checkpoint").write_text("{}")  # old commits cleaned up
     assert _has_log(str(table))
+
+
+def test_the_driver_jit_is_quick_unless_asked_and_a_bad_value_is_refused() -> None:
+    from materializers.errors import MaterializerError
+    from materializers.spark_session import jit_options
+
+    assert jit_options({}) == "-XX:TieredStopAtLevel=1"
+    assert jit_options({"MATERIALIZERS_DRIVER_JIT": "full"}) == ""
+    with pytest.raises(MaterializerError, match=r"quick .* or full"):
+        jit_options({"MATERIALIZERS_DRIVER_JIT": "c2"})
