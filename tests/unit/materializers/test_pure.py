@@ -162,3 +162,12 @@ def test_catalog() -> None:
     assert lookup("orders").sequential
     with pytest.raises(UnknownMaterializer, match="known: orders, products"):
         lookup("nope")
+
+
+def test_the_small_batch_bound_is_a_non_negative_count_from_flag_or_env() -> None:
+    assert RunConfig.from_env({}).small_batch_rows == 10_000
+    assert RunConfig.from_env({"MATERIALIZERS_SMALL_BATCH_ROWS": "0"}).small_batch_rows == 0
+    assert RunConfig().with_overrides(small_batch_rows="250").small_batch_rows == 250
+    for bad in ("-1", "many", "1e3"):
+        with pytest.raises(ConfigError, match="non-negative integer"):
+            RunConfig.from_env({"MATERIALIZERS_SMALL_BATCH_ROWS": bad})
