@@ -18,6 +18,10 @@ Installed with the toolkit and loaded by pytest through the `pytest11` entry poi
 - `event_store_factory` -> `EventStoreFactory`: `event_store_factory("mypkg.orders:ORDER")` makes a
   store with its own topics and schemas and starts an `eventstore processor` process for it
   (`.client()` sends commands; crash the processor with `process_groups.crash`).
+- `materializer_factory` -> `MaterializerFactory`: `start(LOW_STOCK, topic=...)` runs a `materializers
+  start` driver (a `Materializer` defined at module level, or `module:attr`) with its own home,
+  checkpoint, Redis prefix and dead-letter topic; `wait_caught_up(run)`, `stop(run)` (SIGTERM),
+  `crash(run)` (or `process_groups.crash(run.process)`), `restart(run)`; its state is removed after.
 - `process_groups` -> `ProcessGroups`: start a process in a group of its own, `crash(p)` is kill -9 of
   the group and a wait until it is gone; survivors are killed after the test.
 - `stack_faults` -> `StackFaults`: `crash("connect")`, `recover()`; whatever is still down is recovered
@@ -25,7 +29,8 @@ Installed with the toolkit and loaded by pytest through the `pytest11` entry poi
 
 Bad input fails before any test body runs: a backend that is not available here (TOOLKIT_STACK=containers
 without a Docker engine, an external stack whose endpoints do not answer, an unknown TOOLKIT_STACK) makes
-`toolkit_stack` fail every test that uses it with the cause and the fix, and the stack is tried once.
+`toolkit_stack` fail every test that uses it with the cause and the fix, and the stack is tried once;
+an aggregate or a materializer that does not load is refused by its factory before any process starts.
 
 Importing this module starts nothing and reads no environment: everything happens in fixtures, and
 the service clients are imported there, so a pytest run that uses none of them pays nothing.
@@ -47,6 +52,7 @@ if TYPE_CHECKING:
     from devstack.connectors import ConnectorFactory
     from devstack.crash import ProcessGroups, StackFaults
     from devstack.event_stores import EventStoreFactory
+    from devstack.materializer_runs import MaterializerFactory
     from devstack.session import StackHandle
     from devstack.topics import TopicFactory
 
@@ -133,6 +139,22 @@ def event_store_factory(
 
 
 @pytest.fixture
+def materializer_factory(
+    toolkit_stack: StackHandle, process_groups: ProcessGroups, tmp_path: Path
+) -> Iterator[MaterializerFactory]:
+    """Materializer drivers (`materializer_factory.start(LOW_STOCK, topic=...)`), each with its own home,
+    checkpoint, Redis prefix and dead letters; `wait_caught_up`, `stop`, `crash`, `restart`. Drivers
+    killed and their state (home, Redis keys, dead-letter topic) removed after the test."""
+    from devstack.materializer_runs import MaterializerFactory
+
+    factory = MaterializerFactory(toolkit_stack, process_groups, tmp_path / "materializers")
+    try:
+        yield factory
+    finally:
+        factory.close()
+
+
+@pytest.fixture
 def process_groups() -> Iterator[ProcessGroups]:
     """Processes started in groups of their own; `crash(p)` = kill -9 of the group, then wait until gone."""
     from devstack.crash import ProcessGroups
@@ -158,7 +180,3 @@ def stack_faults(toolkit_stack: StackHandle) -> Iterator[StackFaults]:
         yield faults
     finally:
         faults.close()
-
-
-# Still to come here (issue 22): a materializer factory (start, wait until caught up, stop), on the
-# materializers' public API once its View protocol has landed.

@@ -340,3 +340,16 @@ def test_the_connect_plugin_builds_against_the_pinned_kafka() -> None:
     assert match is not None and match[1] == load_pyproject()["tool"]["toolkit"]["pins"]["kafka"], (
         "fix <kafka.version> in connect-plugins/oversize-router/pom.xml to the Kafka pin"
     )
+
+
+def test_an_installed_toolkit_reads_the_same_pins_from_its_package(tmp_path: Path) -> None:
+    """A wheel has no pyproject.toml: `Pins.load` reads docker/devstack/pins.json, which must equal the table."""
+    import json
+
+    from devstack.pins import PACKAGE_COPY
+
+    table = pins_of(load_pyproject())
+    assert json.loads(PACKAGE_COPY.read_text()) == table, (
+        f"fix docker/devstack/pins.json to pyproject.toml's [tool.toolkit.pins]: {json.dumps(table, indent=2)}"
+    )
+    assert Pins.load(tmp_path / "pyproject.toml") == Pins.load()  # no pyproject.toml there: the package copy

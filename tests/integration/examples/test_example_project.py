@@ -1,7 +1,7 @@
 """The public API and the pytest plugin proven from the outside: the toolkit's wheel and the example
-project (examples/inventory: its own aggregate and tests) installed into a fresh virtualenv, the
-example's tests run there against this session's stack as an `external` one, with no source tree on
-the path."""
+project (examples/inventory: its own aggregate, its own materializer with a view of its own, and their
+tests) installed into a fresh virtualenv, the example's tests run there against this session's stack
+as an `external` one, with no source tree on the path."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_the_example_project_passes_its_tests_from_installed_wheels(
     env |= toolkit_stack.endpoints.as_env() | {"TOOLKIT_STACK": "external"}
     out = run([str(venv / "bin" / "pytest"), "-q", "-p", "no:cacheprovider", "tests"], cwd=project, env=env,
               timeout=600)  # fmt: skip
-    assert "2 passed" in out, out[-2000:]
+    assert "4 passed" in out, out[-2000:]
     located = run([str(venv / "bin" / "python"), "-c", "import eventstore, inventory; print(eventstore.__file__, inventory.__file__)"],
                   cwd=tmp_path, env=env, timeout=60)  # fmt: skip
     assert str(ROOT) not in located and str(venv) in located  # both from the virtualenv's site-packages

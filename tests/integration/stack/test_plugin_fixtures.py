@@ -3,21 +3,29 @@ stack used as an `external` one from a separate pytest run."""
 
 from __future__ import annotations
 
+import json
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import psycopg
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
 
 from devstack.connectors import ConnectorFactory
 from devstack.crash import wait_until
 from devstack.session import StackHandle
 from devstack.topics import TopicFactory
+from kafkakit.errors import BadStartPosition
+from materializers import BadMaterializer, SourceUnavailable
+from materializers.products import PRODUCTS
+from materializers.status import read
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ["pytester"]
+# A materializer defined in a test module: the factory's driver process imports it from here.
+PLUGIN_PRODUCTS = replace(PRODUCTS, name="plugin_products", builtin_views=("cache",))
 
 
 def test_topic_factory_makes_unique_ready_topics_and_deletes_them(toolkit_stack: StackHandle) -> None:
@@ -125,3 +133,62 @@ def test_event_store_factory_refuses_an_aggregate_that_does_not_import(event_sto
     with pytest.raises(ConfigError, match="write module:attribute"):
         event_store_factory("no_such_module:ORDER")
     assert event_store_factory.made == []  # nothing was created
+
+
+def _products(bootstrap: str, topic: str, changes: list[tuple[int, int, str]]) -> None:
+    """Debezium change records (id, LSN, name), as a connector without inline schemas writes them."""
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for entity, lsn, name in changes:
+        after = {"id": entity, "name": name, "description": None, "price": "1.50", "stock": lsn}
+        source = {"lsn": lsn, "ts_ms": 1_764_000_000_000 + lsn}
+        value = {"before": None, "after": after, "source": source, "op": "u", "ts_ms": source["ts_ms"]}
+        producer.produce(topic, key=json.dumps({"id": entity}), value=json.dumps(value))
+    assert producer.flush(30) == 0
+
+
+def test_materializer_factory_runs_a_driver_a_test_can_crash_restart_and_stop(
+    toolkit_stack: StackHandle, topic_factory: TopicFactory, materializer_factory: Any, process_groups: Any
+) -> None:
+    bootstrap = toolkit_stack.kafka_bootstrap_servers
+    topic = topic_factory("plugin-mat")
+    _products(bootstrap, topic, [(1, 100, "one"), (2, 110, "two"), (3, 120, "three")])
+    run = materializer_factory.start(PLUGIN_PRODUCTS, topic=topic)
+    assert run.reference == f"{__name__}:PLUGIN_PRODUCTS"
+    done = materializer_factory.wait_caught_up(run)
+    assert done.offsets == {topic: {"0": 3}}
+    cache = run.plan.cache()
+    assert {e: v["name"] for e, v in cache.entities().items()} == {"1": "one", "2": "two", "3": "three"}
+
+    assert process_groups.crash(run.process) == -9  # the plugin's own kill -9 of the driver and its JVM
+    _products(bootstrap, topic, [(1, 130, "ONE"), (4, 140, "four"), (2, 90, "older: ignored")])
+    materializer_factory.restart(run)
+    assert materializer_factory.wait_caught_up(run).offsets == {topic: {"0": 6}}
+    names = {e: v["name"] for e, v in cache.entities().items()}
+    assert names == {"1": "ONE", "2": "two", "3": "three", "4": "four"}
+
+    assert materializer_factory.stop(run) == 0  # SIGTERM: the batch finished, a clean exit
+    final = read(run.plan.job_dir)
+    assert final is not None and final.state == "stopped"
+    home, prefix = run.plan.config.home, run.plan.config.redis_prefix
+    materializer_factory.close()  # what the fixture does after the test: its state is gone
+    assert not home.exists() and not list(cache.client().scan_iter(match=f"{prefix}:*"))
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    wait_until(
+        lambda: run.plan.dlq_topic not in admin.list_topics(timeout=10).topics,
+        timeout_s=30,
+        what="dead-letter topic deleted",
+    )
+
+
+def test_materializer_factory_refuses_what_does_not_load_before_starting_anything(
+    topic_factory: TopicFactory, materializer_factory: Any, process_groups: Any
+) -> None:
+    with pytest.raises(BadMaterializer, match=r"cannot import module 'no_such_module'.*PYTHONPATH"):
+        materializer_factory.start("no_such_module:VIEWS")
+    with pytest.raises(BadMaterializer, match=r"define it at module level"):
+        materializer_factory.start(replace(PLUGIN_PRODUCTS, name="made_here"))
+    with pytest.raises(SourceUnavailable, match=r"does not exist"):
+        materializer_factory.start(PLUGIN_PRODUCTS, topic=f"no-such-topic-{uuid.uuid4().hex[:8]}")
+    with pytest.raises(BadStartPosition):
+        materializer_factory.start(PLUGIN_PRODUCTS, topic=topic_factory("plugin-mat"), start="sideways")
+    assert process_groups.started == [] and materializer_factory.made == []
