@@ -1,6 +1,7 @@
-"""Decode Debezium Postgres change events (Connect's JsonConverter) in the JVM with `from_json`.
+"""Decode Debezium Postgres change events in the JVM: Connect's JsonConverter with `from_json`, and
+Apicurio's AvroConverter (Confluent framing) with `from_avro` (debezium_avro.py), record by record.
 
-Both JsonConverter forms are read, record by record: with schemas (`schemas.enable=true`, the cdc
+Both JsonConverter forms are read, record by record too: with schemas (`schemas.enable=true`, the cdc
 package's default) value = {"schema": ..., "payload": {"before", "after", "source": {"lsn", "ts_ms",
 ...}, "op", "ts_ms"}} and key = {"schema": ..., "payload": {<pk>: ...}}; without (`false`) the value is
 the payload itself and the key is {<pk>: ...}. Columns are typed by the materializer's DDL, so the inline
@@ -26,31 +27,35 @@ parsed with a corrupt-record column and such a record is dead-lettered, naming t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cdc.values import DEFAULT_UNAVAILABLE_PLACEHOLDER
-from materializers import positions
+from materializers import debezium_avro, positions
 from materializers.changes import SOURCE_COLUMNS, source_coordinates
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
+    from materializers.avro_events import WriterSchemas
+
 ROW_OPS = ("c", "u", "r")
-# The decoder's expressions, applied in order: the filter, then three projections.
-_Expressions = tuple["Column", list["Column"], list["Column"], list["Column"]]
+# The decoder's projections, applied in order: framing, documents, parsed, projected.
+_Expressions = tuple[list["Column"], list["Column"], list["Column"], list["Column"]]
 
 
 ENVELOPE_FIELDS = ("schema", "payload")
+# The change's fields the decoder reads (`before` is parsed by neither form), in `change_fields` order.
+CHANGE_FIELDS = ("after", "source", "op", "ts_ms")
 # from_json writes the raw text here when any field does not fit its type (Spark's PERMISSIVE mode).
 UNFIT = "_unfit_value"
 
 
 def change_fields(data_ddl: str) -> list[str]:
-    row = f"struct<{data_ddl}>"
+    # `before` is left out: no view reads it, and from_json skips what the schema does not name.
     return [
-        f"before {row}",
-        f"after {row}",
+        f"after struct<{data_ddl}>",
         "source struct<lsn: long, ts_ms: long>",
         "op string",
         "ts_ms long",
@@ -77,72 +82,91 @@ def _either(doc: Column, fields: tuple[str, ...]) -> Column:
     return F.when(doc["payload"].isNotNull(), doc["payload"]).otherwise(plain)
 
 
-def _error(payload: Column, entity: Column, unfit: Column, data_ddl: str) -> Column:
+def _error(payload: Column, entity: Column, unfit: Column, avro: Column) -> Column:
+    """Why a record is not a change (null: it is one); `avro` is the Avro form's own reason first."""
     from pyspark.sql import functions as F
 
     op = payload["op"]
-    return (
+    return F.coalesce(
+        avro,
         F.when(payload.isNull() | op.isNull(), F.lit("value is not a Debezium change event in JSON"))
         .when(~op.isin("c", "u", "r", "d"), F.concat(F.lit("unsupported Debezium op "), op))
         .when(payload["source"]["lsn"].isNull(), F.lit("source.lsn is missing"))
         .when(entity.isNull(), F.lit("the record key has no primary-key payload"))
         .when(op.isin(*ROW_OPS) & payload["after"].isNull(), F.lit("'after' is missing for a row change"))
-        .when(
-            unfit.isNotNull(),
-            F.lit(
-                f"a value does not fit its column's type in the materializer's DDL ({data_ddl}); "
-                "declare the column string to keep it exactly, or keep such values out of the source"
-            ),
-        )
+        .when(unfit.isNotNull(), unfit),
+    )
+
+
+def unfit_message(data_ddl: str) -> str:
+    return (
+        f"a value does not fit its column's type in the materializer's DDL ({data_ddl}); "
+        "declare the column string to keep it exactly, or keep such values out of the source"
     )
 
 
 @dataclass(slots=True)
 class Decoder:
     """A job's Debezium decoder (a `Transform`): the decoded frame (see changes.py) of raw Kafka rows
-    (key, value, topic, partition, offset, ...).
+    (key, value, topic, partition, offset, ...), plus `schema_id` (debezium_avro.py) for the job to
+    learn new writer schemas from.
 
-    The Spark expressions are built on the first batch and reused: they name columns only, so they
-    bind to every batch alike. `unavailable_placeholder` must match the connector's
-    `unavailable.value.placeholder`.
+    The Spark expressions are built for the writer schemas known so far and reused while no new one
+    appears: they name columns only, so they bind to every batch alike. `unavailable_placeholder` must
+    match the connector's `unavailable.value.placeholder`. Without `schemas` only JSON is read (an Avro
+    record is then an error row).
     """
 
     data_columns: tuple[str, ...]
     data_ddl: str
     key_column: str
     unavailable_placeholder: str = DEFAULT_UNAVAILABLE_PLACEHOLDER
-    _built: _Expressions | None = field(default=None, init=False, repr=False)
+    _built: dict[tuple[int, ...], _Expressions] = field(default_factory=dict, init=False, repr=False)
 
-    def __call__(self, df: DataFrame, _schemas: object = None) -> DataFrame:
-        if self._built is None:
-            self._built = self._build()
-        present, documents, parsed, projected = self._built
-        return df.where(present).select(*documents).select(*parsed).select(*projected)
+    def __call__(self, df: DataFrame, schemas: WriterSchemas | None = None) -> DataFrame:
+        present = df.where(df["value"].isNotNull())
+        texts = debezium_avro.writer_schemas(present, schemas) if schemas is not None else {}
+        known = tuple(sorted(texts))
+        if known not in self._built:
+            self._built = {known: self._build(texts)}  # only the newest set is used again
+        framing, documents, parsed, projected = self._built[known]
+        return present.select(*framing).select(*documents).select(*parsed).select(*projected)
 
-    def _build(self) -> _Expressions:
+    def _build(self, texts: Mapping[int, str]) -> _Expressions:
         from pyspark.sql import functions as F
 
         data_columns, key_column = self.data_columns, self.key_column
+        avro = debezium_avro.AvroForms(texts, data_columns, self.data_ddl, key_column)
+        framing = [*[F.col(c) for c in SOURCE_COLUMNS], *debezium_avro.framing()]
+        carried_over = [F.col(c) for c in (*SOURCE_COLUMNS, *debezium_avro.FRAMING)]
         # Parsed in a projection of their own, then read by name: a field read straight off
         # `from_json(...)` is rewritten by Spark (enableJsonExpressionOptimization) into a from_json
         # of that field alone, so the value and the key were each parsed twice (200k records:
         # 3.7 -> 2.3 s).
+        # Each record is parsed by one reader only: a framed one reaches from_json as null (a CASE
+        # around from_json instead slowed JSON decoding by a fifth).
+        json_key = F.from_json(F.when(~F.col("_kf"), F.col("key").cast("string")), key_schema(key_column))
         documents = [
-            *[F.col(c) for c in SOURCE_COLUMNS],
+            *carried_over,
             F.from_json(
-                F.col("value").cast("string"),
+                F.when(~F.col("_vf"), F.col("value").cast("string")),
                 f"{value_schema(self.data_ddl)}, `{UNFIT}` string",
                 {"columnNameOfCorruptRecord": UNFIT},
             ).alias("_value"),
-            F.from_json(F.col("key").cast("string"), key_schema(key_column)).alias("_key"),
+            json_key.alias("_key"),
+            *avro.documents(),
         ]
         value, key = F.col("_value"), F.col("_key")
         plain_key = key[key_column] if key_column not in ENVELOPE_FIELDS else F.lit(None)
+        avro_change, avro_unfit = avro.change()
+        json_unfit = F.when(value[UNFIT].isNotNull(), F.lit(unfit_message(self.data_ddl)))
         parsed = [
-            *[F.col(c) for c in SOURCE_COLUMNS],
-            _either(value, ("before", "after", "source", "op", "ts_ms")).alias("p"),
-            F.coalesce(key["payload"][key_column], plain_key).alias("entity"),
-            value[UNFIT].alias(UNFIT),
+            *carried_over,
+            F.when(F.col("_vf"), avro_change).otherwise(_either(value, CHANGE_FIELDS)).alias("p"),
+            F.when(F.col("_kf"), avro.entity())
+            .otherwise(F.coalesce(key["payload"][key_column], plain_key))
+            .alias("entity"),
+            F.when(F.col("_vf"), avro_unfit).otherwise(json_unfit).alias(UNFIT),
         ]
         deleted = F.col("p.op") == "d"
         # null for a delete (no `after`), so a delete keeps nothing.
@@ -163,8 +187,9 @@ class Decoder:
             F.array(*[F.lit(c) for c in data_columns]),
             F.array(*[carried[c].cast("string") for c in data_columns]),
         )
+        entity = F.col("entity")
         projected = [
-            F.col("entity"),
+            entity,
             # == positions.cdc(lsn, snapshot=op == "r")
             F.concat(
                 F.lpad(F.col("p.source.lsn").cast("string"), positions.WIDTH, "0"),
@@ -175,7 +200,8 @@ class Decoder:
             F.array().cast("array<string>").alias("del_fields"),
             keep.alias("keep_fields"),
             F.timestamp_millis(F.coalesce(F.col("p.source.ts_ms"), F.col("p.ts_ms"))).alias("event_ts"),
-            *source_coordinates(_error(F.col("p"), F.col("entity"), F.col(UNFIT), self.data_ddl)),
+            *source_coordinates(_error(F.col("p"), entity, F.col(UNFIT), avro.error(F.col("p.op"), entity))),
             *[carried[c].alias(c) for c in data_columns],
+            avro.schema_id().alias("schema_id"),
         ]
-        return F.col("value").isNotNull(), documents, parsed, projected
+        return framing, documents, parsed, projected

@@ -66,20 +66,21 @@ def event_type() -> Column:
     return header(H_TYPE)
 
 
-def has_wire_header() -> Column:
+def has_wire_header(column: str = "value") -> Column:
+    """Whether the bytes in `column` start with the Confluent framing (magic byte + id, then a body)."""
     from pyspark.sql import functions as F
 
-    return (F.length("value") > HEADER_SIZE) & (F.substring("value", 1, 1) == F.lit(bytes([MAGIC])))
+    return (F.length(column) > HEADER_SIZE) & (F.substring(column, 1, 1) == F.lit(bytes([MAGIC])))
 
 
-def schema_id() -> Column:
+def schema_id(column: str = "value") -> Column:
     """The 4-byte big-endian registry id after the magic byte, as a long."""
     from pyspark.sql import functions as F
 
-    return F.conv(F.hex(F.substring("value", 2, 4)), 16, 10).cast("long")
+    return F.conv(F.hex(F.substring(column, 2, 4)), 16, 10).cast("long")
 
 
-def avro_body() -> Column:
+def avro_body(column: str = "value") -> Column:
     from pyspark.sql import functions as F
 
-    return F.expr(f"substring(value, {HEADER_SIZE + 1}, length(value) - {HEADER_SIZE})")
+    return F.expr(f"substring(`{column}`, {HEADER_SIZE + 1}, length(`{column}`) - {HEADER_SIZE})")

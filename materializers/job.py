@@ -8,7 +8,9 @@ from older offsets) leave every view as if each record was applied once.
 Order inside a micro-batch (`process_batch`), before Spark commits the batch to its checkpoint:
 1. decode in the JVM (from_json / from_avro) into one frame of changes + error rows: a small batch
    into Arrow in the driver (`_in_driver`, one Spark job), a larger one persisted (a job whose only
-   view is `single_pass` decodes and applies in one pass instead: see process_batch);
+   view is `single_pass` decodes and applies in one pass instead: see process_batch). Avro: the first
+   two decode with the writer schemas already known, and again when the batch showed a new id
+   (`schema_id`); the one-pass path asks the batch for its ids first;
 2. error rows -> dead-letter topic;
 3. the views: `parallel` ones (the Redis cache, from the executors through Arrow: CDC upserts where
    Spark read them, a fold's patches partitioned by entity and sorted by version) in a thread of
@@ -213,30 +215,23 @@ class Job:
     # --- one micro-batch ---------------------------------------------------------------------------
 
     def process_batch(self, batch: DataFrame, batch_id: int) -> None:
-        from pyspark.sql import functions as F
-
         timed = self.clock.timed
         if self._small(batch_id):
             self._in_driver(batch, batch_id)
             return
-        with timed(batch_id, "plan"):  # Avro: the batch's writer schema ids are collected first
-            decoded = self.decode(batch, self.schemas)
         # A view that is the job's only reader decodes and applies in ONE Spark job, nothing
         # persisted; undecodable records come back beside the changes (cache: 6.8 -> 5.0 s per 50k
         # records on one core; search: 1.7 -> 0.6-0.8 s per 4k-record batch).
         if len(self.views) == 1 and self.views[0].single_pass:
             self._failpoint("before-views", batch_id)
-            self._frames(self._ordered(decoded), batch, batch_id, None)
+            self._single_pass(batch, batch_id)
             self._compact(batch.sparkSession, batch_id, None)
             return
-        # Persisted once decoded: every step below reads the decoded rows, none decodes again. Field
-        # maps no view reads are neither built nor cached (they repeat every data value;
-        # warehouse-only 2M-row backfill: 8,024 -> 11,398 rows/s).
-        decoded = (decoded if self._reads(*FIELD_MAPS) else decoded.drop(*FIELD_MAPS)).persist()
+        # Persisted once decoded: every step below reads the decoded rows, none decodes again.
+        decoded, rows, failed = self._decoded_persisted(batch, batch_id)
         try:
             changes, errors = split(decoded)
-            with timed(batch_id, "decode"):
-                rows, failed = decoded.agg(F.count(F.lit(1)), F.count("error")).first() or (0, 0)
+            changes = changes.drop("schema_id")
             if failed:
                 with timed(batch_id, "dead_letters"):
                     self._dead_letter(errors, failed)
@@ -251,6 +246,31 @@ class Job:
             self._compact(batch.sparkSession, batch_id, rows - failed)
         finally:
             decoded.unpersist()
+
+    def _decoded_persisted(self, batch: DataFrame, batch_id: int) -> tuple[DataFrame, int, int]:
+        """The batch decoded and persisted, its row count and its error count.
+
+        Decoded with the writer schemas known so far, without a Spark job to collect the batch's ids
+        first: the count's own job gathers the `schema_id`s of the error rows, and a batch that
+        showed a new one is decoded again. Field maps no view reads are neither built nor cached
+        (they repeat every data value; warehouse-only 2M-row backfill: 8,024 -> 11,398 rows/s)."""
+        from pyspark.sql import functions as F
+
+        schemas = self.schemas.trusting_cache()
+        while True:
+            decoded = self.decode(batch, schemas)
+            decoded = (decoded if self._reads(*FIELD_MAPS) else decoded.drop(*FIELD_MAPS)).persist()
+            aggregates = [F.count(F.lit(1)), F.count("error")]
+            if "schema_id" in decoded.columns:
+                aggregates.append(F.collect_set(F.when(F.col("error").isNotNull(), F.col("schema_id"))))
+            with self.clock.timed(batch_id, "decode"):
+                found = decoded.agg(*aggregates).first()
+            if found is None:
+                return decoded, 0, 0
+            # learn() is true only when it found an id it had never asked for, so this ends.
+            if len(found) < 3 or not self.schemas.learn(found[2]):
+                return decoded, int(found[0]), int(found[1])
+            decoded.unpersist()  # a writer schema first seen in this batch: decode again knowing it
 
     def _small(self, batch_id: int) -> bool:
         """Whether the batch is small enough to apply whole from the driver (see `_in_driver`)."""
@@ -333,6 +353,27 @@ class Job:
             for view in self.views
         }
         rejects = self._apply_all(batch_id, batches, Job._frame)
+        self._dead_letter_rejects(batch, rejects)
+        self._failpoint("after-views", batch_id)
+
+    def _single_pass(self, batch: DataFrame, batch_id: int) -> None:
+        """The one-pass path: decoded with the writer schemas known so far (no Spark job to ask the
+        batch for its ids first: for a JSON topic it was a second read of every batch), applied,
+        and only if records were refused, their schema ids looked up (a small job over the refused
+        ones). One not asked for before makes the batch decode and apply again knowing it: the view
+        is idempotent, so what it applied the first time is not applied twice."""
+        schemas = self.schemas.trusting_cache()
+        while True:
+            with self.clock.timed(batch_id, "plan"):
+                decoded = self.decode(batch, schemas).drop("schema_id")
+            batches = {
+                v.name: FrameBatch(spark=batch.sparkSession, app_id=self.app_id, batch_id=batch_id,
+                                   changes=self._ordered(decoded), rows=None)
+                for v in self.views
+            }  # fmt: skip
+            rejects = self._apply_all(batch_id, batches, Job._frame)
+            if not rejects or not self.schemas.learn(refused_schema_ids(batch, rejects)):
+                break
         self._dead_letter_rejects(batch, rejects)
         self._failpoint("after-views", batch_id)
 
@@ -422,3 +463,17 @@ class Job:
         from materializers import runner
 
         return runner.run([self], start, available_now=available_now)
+
+
+def refused_schema_ids(batch: DataFrame, rejects: Sequence[Reject]) -> list[int]:
+    """The registry ids framing the keys and values of the refused records (few: one small job)."""
+    from pyspark.sql import functions as F
+
+    from materializers import event_shape
+
+    refused = dead_letters.rejects_frame(batch, rejects)
+    ids = [
+        F.when(event_shape.has_wire_header(side), event_shape.schema_id(side)).alias(side)
+        for side in ("key", "value")
+    ]
+    return sorted({i for row in refused.select(*ids).collect() for i in row if i is not None})

@@ -1,0 +1,280 @@
+"""The Avro half of `debezium.Decoder`: Debezium change records in Confluent framing, decoded in the JVM.
+
+Apicurio's Connect AvroConverter writes key and value each as magic byte 0, a 4-byte big-endian registry
+id (its own for the key) and the Avro body. Per record, a value (or key) with that framing is read here,
+any other with `from_json` (debezium.py): a topic that changes format mid-stream still decodes.
+
+Guarantees, as the JSON path's:
+- no Python per record: the 5-byte header is cut off and the body read by `from_avro` with its writer
+  schema (PERMISSIVE: a body that does not decode is an error row, not a failed batch), one `from_avro`
+  per known writer schema id under a CASE on the id, so each body is parsed once, with its own schema;
+- values are turned into the materializer's DDL types by Debezium's semantic type (`avro_columns`), and
+  a value that does not fit its column (out of range, a digit lost, a refused source type) makes its
+  record an error row naming the DDL and the column, never a silent null or a rounded value;
+- a new writer schema mid-stream (ALTER TABLE ADD/DROP COLUMN: a new id) needs no restart: the job
+  learns the id from the `schema_id` column (`WriterSchemas.trusting_cache`/`learn`) or asks the batch
+  for its ids, and the CASE picks each record's schema; a DDL column the writer schema lacks is null;
+- an id the registry does not know, a body that does not decode, an envelope-less schema: error rows
+  (dead letters with the record's topic/partition/offset); the job goes on.
+Assumes the connector's `field.name.adjustment.mode=avro` (the cdc spec's for Avro): a column's Avro
+field name is its name with characters outside [A-Za-z0-9_] replaced by `_` (`avro_columns.avro_name`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from materializers import avro_columns, event_shape
+from materializers.avro_columns import Conversion, SourceField
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from materializers.avro_events import WriterSchemas
+
+# Columns of the decoder's first projection: whether value/key are framed, and their ids.
+FRAMING = ("_vf", "_vid", "_kf", "_kid")
+# Microsecond timestamps hold +-2^63 us: millis beyond this overflow (Spark would fail the batch).
+_MAX_MILLIS = (2**63 - 1) // 1000
+_INTEGRAL = ("tinyint", "smallint", "int", "bigint")
+_NUMERIC = (*_INTEGRAL, "float", "double", "decimal")
+
+
+def framing() -> list[Column]:
+    from pyspark.sql import functions as F
+
+    value, key = (
+        event_shape.has_wire_header("value"),
+        F.coalesce(event_shape.has_wire_header("key"), F.lit(False)),
+    )
+    return [  # the ids only of framed records: a JSON record pays for one byte comparison
+        value.alias("_vf"),
+        F.when(value, event_shape.schema_id("value")).alias("_vid"),
+        key.alias("_kf"),
+        F.when(key, event_shape.schema_id("key")).alias("_kid"),
+    ]
+
+
+def writer_schemas(df: DataFrame, schemas: WriterSchemas) -> dict[int, str]:
+    """Every writer schema known to `schemas`; without `assume_known`, the batch's ids are asked for
+    first (one small Spark job over the framed records: their distinct ids)."""
+    from pyspark.sql import functions as F
+
+    if not schemas.assume_known:
+        framed = df.select(*framing()).where("_vf OR _kf")
+        both = F.array(F.when(F.col("_vf"), F.col("_vid")), F.when(F.col("_kf"), F.col("_kid")))
+        ids = framed.select(F.explode(both).alias("id")).where("id IS NOT NULL").distinct()
+        schemas.learn(int(r["id"]) for r in ids.collect())
+    return schemas.known()
+
+
+@dataclass(frozen=True, slots=True)
+class AvroForms:
+    """The expressions reading Avro keys and values with the writer schemas `texts` (id -> text)."""
+
+    texts: Mapping[int, str]
+    data_columns: tuple[str, ...]
+    data_ddl: str
+    key_column: str
+
+    @property
+    def envelopes(self) -> list[int]:
+        return sorted(i for i, t in self.texts.items() if avro_columns.is_envelope(t))
+
+    @property
+    def keys(self) -> list[int]:
+        return sorted(set(self.texts) - set(self.envelopes))
+
+    def documents(self) -> list[Column]:
+        """One `from_avro` per writer schema, each evaluated only for the records of its id."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.avro.functions import from_avro
+
+        def read(side: str, sid: int) -> Column:
+            column = "value" if side == "v" else "key"
+            framed = F.col(f"_{side}f") & (F.col(f"_{side}id") == sid)
+            body = event_shape.avro_body(column)
+            text = avro_columns.reader_schema(self.texts[sid])
+            return F.when(framed, from_avro(body, text, {"mode": "PERMISSIVE"})).alias(f"_{side}{sid}")
+
+        return [*[read("v", i) for i in self.envelopes], *[read("k", i) for i in self.keys]]
+
+    def change(self) -> tuple[Column, Column]:
+        """(the change as the JSON path's `p` struct, the unfit-value message) of a framed value."""
+        changes = {sid: self._change_of(sid) for sid in self.envelopes}
+        return (
+            _case("_vid", {sid: p for sid, (p, _) in changes.items()}),
+            _case("_vid", {sid: message for sid, (_, message) in changes.items()}),
+        )
+
+    def _change_of(self, sid: int) -> tuple[Column, Column]:
+        from pyspark.sql import functions as F
+
+        doc = F.col(f"_v{sid}")
+        fields = avro_columns.row_fields(self.texts[sid])
+        ddl = avro_columns.ddl_columns(self.data_ddl)
+        values: list[Column] = []
+        message = F.lit(None).cast("string")
+        for column in reversed(self.data_columns):  # the first unfit column names the error
+            name = avro_columns.avro_name(column)
+            field = fields.get(name)
+            conv = avro_columns.conversion(field, ddl[column])
+            raw = doc["after"][name] if field is not None else F.lit(None)
+            source = avro_columns.spark_type(field) if field is not None else "void"
+            value, unfit = convert(raw, conv, ddl[column], source)
+            values.insert(0, value.cast(ddl[column]).alias(column))
+            message = F.when(unfit, F.lit(self._unfit(column, ddl[column], field, conv))).otherwise(message)
+        source_position = F.struct(doc["source"]["lsn"].alias("lsn"), doc["source"]["ts_ms"].alias("ts_ms"))
+        p = F.struct(
+            F.struct(*values).alias("after"),
+            source_position.alias("source"),
+            doc["op"].alias("op"),
+            doc["ts_ms"].alias("ts_ms"),
+        )
+        return F.when(doc.isNotNull(), p), message
+
+    def _unfit(self, column: str, ddl_type: str, field: SourceField | None, conv: Conversion) -> str:
+        what = field.describe() if field is not None else "nothing"
+        why = conv.reason or f"a value of {what} that {ddl_type} cannot hold exactly"
+        return (
+            f"a value does not fit its column's type in the materializer's DDL ({self.data_ddl}): "
+            f"column {column} ({ddl_type}) got {why}; declare the column string to keep it exactly, "
+            "or keep such values out of the source"
+        )
+
+    def entity(self) -> Column:
+        """The primary key of a framed key, as a string (null: no such field or the body did not decode)."""
+        from pyspark.sql import functions as F
+
+        name = avro_columns.avro_name(self.key_column)
+        found = {}
+        for sid in self.keys:
+            field = avro_columns.row_fields(self.texts[sid]).get(name)
+            if field is not None:
+                found[sid] = _text(F.col(f"_k{sid}")[name], avro_columns.spark_type(field))
+        return _case("_kid", found)
+
+    def error(self, op: Column, entity: Column) -> Column:
+        """Why a framed record cannot be read (null: it can, or it is not framed)."""
+        from pyspark.sql import functions as F
+
+        vf, kf = F.col("_vf"), F.col("_kf")
+        vid, kid = F.col("_vid").cast("string"), F.col("_kid").cast("string")
+        envelopes, keys = self.envelopes, self.keys
+        return (
+            F.when(
+                vf & ~_among("_vid", [*envelopes, *keys]),
+                _say("value is not a Debezium change event this job can read: its schema id ", vid,
+                     " is not in the registry"),
+            )
+            .when(
+                vf & _among("_vid", keys),
+                _say("value's writer schema id ", vid, " is not a Debezium change event envelope"),
+            )
+            .when(
+                vf & op.isNull(),
+                _say("Avro value does not decode with writer schema id ", vid, " (not a Debezium change event)"),
+            )
+            .when(
+                kf & ~_among("_kid", keys),
+                _say("key schema id ", kid, " is not in the registry (or is not a record key's)"),
+            )
+            .when(
+                kf & entity.isNull(),
+                _say("Avro key does not decode with writer schema id ", kid, f" or has no field {self.key_column}"),
+            )
+        )  # fmt: skip
+
+    def schema_id(self) -> Column:
+        """The id the job learns (`WriterSchemas.learn`): an unknown value or key id first, else the
+        value's id; null for a JSON record."""
+        from pyspark.sql import functions as F
+
+        known = list(self.texts)
+        return (
+            F.when(F.col("_vf") & ~_among("_vid", known), F.col("_vid"))
+            .when(F.col("_kf") & ~_among("_kid", known), F.col("_kid"))
+            .when(F.col("_vf"), F.col("_vid"))
+        )
+
+
+def convert(raw: Column, conv: Conversion, ddl_type: str, source: str) -> tuple[Column, Column]:
+    """(the value as `ddl_type`, whether it does not fit) for one conversion of a `source`-typed raw
+    value (see avro_columns)."""
+    from pyspark.sql import functions as F
+
+    kind = conv.kind
+    if kind == "absent":
+        return F.lit(None).cast(ddl_type), F.lit(False)
+    if kind == "refuse":
+        return F.lit(None).cast(ddl_type), raw.isNotNull()
+    if kind == "same":
+        return raw, F.lit(False)
+    if kind == "text":
+        return _text(raw, source), F.lit(False)
+    if kind == "micros":
+        value = F.timestamp_micros(raw)
+    elif kind == "millis":
+        value = F.when(F.abs(raw) <= _MAX_MILLIS, F.timestamp_millis(raw))
+    elif kind == "nanos":  # exact only when the nanos are whole microseconds
+        value = F.when(raw % 1000 == 0, F.timestamp_micros(F.floor(raw / 1000).cast("long")))
+    elif kind == "days":
+        value = F.date_from_unix_date(raw)
+    else:
+        value = raw.try_cast(ddl_type)
+    return value, raw.isNotNull() & (value.isNull() | _inexact(raw, value, conv, ddl_type, source))
+
+
+def _text(raw: Column, source: str) -> Column:
+    """A value as the JSON path's `string` column holds it: bytes as base64, structures as JSON."""
+    from pyspark.sql import functions as F
+
+    if source == "binary":
+        return F.base64(raw)
+    if source in ("array", "map", "record"):
+        return F.to_json(raw)
+    return raw.cast("string")
+
+
+def _inexact(raw: Column, value: Column, conv: Conversion, ddl_type: str, source: str) -> Column:
+    """Whether a conversion that gave a value lost something on the way."""
+    from pyspark.sql import functions as F
+
+    if conv.kind == "decimal_text":  # numeric as string: digits past the scale must all be zeros
+        fraction = F.regexp_extract(raw, r"^[+-]?\d*\.(\d*)$", 1)
+        digits = F.length(F.regexp_replace(fraction, "0+$", ""))
+        return raw.rlike("[eE]") | (digits > avro_columns.decimal_scale(ddl_type))
+    if conv.kind != "cast":
+        return F.lit(False)
+    if source == "array":  # an element that did not convert is a null the source did not have
+        return F.size(F.array_compact(raw)) != F.size(F.array_compact(value))
+    if source == "string" and ddl_type.startswith(_INTEGRAL):  # "1.5" must not become 1
+        return value.cast("string") != F.trim(raw)
+    if source.startswith(_NUMERIC) and ddl_type.startswith(_NUMERIC):  # range, scale, precision
+        return value != raw
+    return F.lit(False)
+
+
+def _case(id_column: str, by_id: Mapping[int, Column]) -> Column:
+    """CASE id_column WHEN id THEN expression ... END (null for any other id)."""
+    from pyspark.sql import functions as F
+
+    out: Column | None = None
+    for sid, expression in by_id.items():
+        here = F.col(id_column) == sid
+        out = F.when(here, expression) if out is None else out.when(here, expression)
+    return out if out is not None else F.lit(None)
+
+
+def _among(id_column: str, ids: list[int]) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.col(id_column).isin(*ids) if ids else F.lit(False)
+
+
+def _say(before: str, value: Column, after: str) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.concat(F.lit(before), value, F.lit(after))

@@ -1,0 +1,288 @@
+"""Debezium Avro records (Apicurio's AvroConverter, Confluent framing) decoded in the JVM with from_avro.
+
+Captured records of the cdc type-torture table (tests/unit/cdc/fixtures) check the typed conversions and
+that Avro and JSON records decode to the same changes, in one frame; a real `format="avro"` connector
+feeds the products materializer on both batch paths, through ADD/DROP COLUMN, with poison records.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import struct
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import read_all, run_once, wait_for_end_offset
+from fastavro import parse_schema, schemaless_writer
+
+from cdc.connector_spec import ConnectorSpec, DatabaseSpec, RegistrySpec
+from materializers import debezium as dbz
+from materializers.avro_events import WriterSchemas
+from materializers.job import JobPlan
+from materializers.products import COLUMNS, DATA_DDL, PRODUCTS, TABLE_DDL
+from materializers.verify import verify
+
+pytestmark = pytest.mark.integration
+
+FIXTURES = Path(__file__).parents[2] / "unit" / "cdc" / "fixtures"
+PATHS = pytest.mark.parametrize("small_batch_rows", ["10000", "0"], ids=["driver", "executors"])
+SOURCE = "key binary, value binary, topic string, partition int, offset long"
+
+
+def captured(form: str) -> dict[str, Any]:
+    name = "debezium_avro_records.json" if form == "avro" else "debezium_records.json"
+    return dict(json.loads((FIXTURES / name).read_text()))
+
+
+def torture_rows(form: str, first_offset: int = 0) -> list[tuple[Any, ...]]:
+    def raw(text: str | None) -> bytes | None:
+        if text is None:
+            return None
+        return base64.b64decode(text) if form == "avro" else text.encode()
+
+    records = captured(form)["torture"]
+    return [(raw(r["key"]), raw(r["value"]), "t", 0, first_offset + i) for i, r in enumerate(records)]
+
+
+def known(texts: dict[int, str]) -> WriterSchemas:
+    """Writer schemas as a job that already learned `texts` holds them (the registry is not asked)."""
+    return WriterSchemas("http://127.0.0.1:9/unused", True, dict(texts))
+
+
+def decode(
+    spark: Any, rows: list[tuple[Any, ...]], ddl: str, schemas: WriterSchemas | None
+) -> list[dict[str, Any]]:
+    columns = tuple(c.split(" ")[0] for c in ddl.split(", "))
+    decoder = dbz.Decoder(data_columns=columns, data_ddl=ddl, key_column="id")
+    frame = decoder(spark.createDataFrame(rows, SOURCE), schemas)
+    return [r.asDict(recursive=True) for r in frame.orderBy("src_offset").collect()]
+
+
+def test_avro_and_json_records_decode_to_the_same_changes_in_one_frame(spark: Any) -> None:
+    texts = {int(k): v for k, v in captured("avro")["schemas"].items()}
+    ddl = "c_int int, c_bigint bigint, c_numeric_ps string, c_text string, c_bool boolean, c_json string, c_uuid string"
+    rows = decode(spark, [*torture_rows("avro"), *torture_rows("json", 100)], ddl, known(texts))
+    avro = [r for r in rows if r["src_offset"] < 100]
+    as_json = [r for r in rows if r["src_offset"] >= 100]
+    assert len(avro) == len(as_json) == 8  # the tombstone is dropped
+    same = (
+        "entity",
+        "op",
+        "set_fields",
+        "keep_fields",
+        "error",
+        "c_int",
+        "c_bigint",
+        "c_numeric_ps",
+        "c_text",
+    )
+    assert [{k: r[k] for k in same} for r in avro] == [{k: r[k] for k in same} for r in as_json]
+    assert all(r["error"] is None for r in rows)
+    assert {r["schema_id"] for r in avro} <= set(texts) and {r["schema_id"] for r in as_json} == {None}
+
+
+def test_semantic_types_become_the_ddl_types_exactly(spark: Any) -> None:
+    texts = {int(k): v for k, v in captured("avro")["schemas"].items()}
+    ddl = (
+        "c_numeric_ps decimal(12,4), c_ts timestamp, c_ts3 timestamp, c_date date, c_tstz timestamp, "
+        "c_time bigint, c_int_arr array<int>, c_bytea binary, c_smallint smallint"
+    )
+    columns = tuple(c.split(" ")[0] for c in ddl.split(", "))
+    decoder = dbz.Decoder(data_columns=columns, data_ddl=ddl, key_column="id")
+    frame = decoder(spark.createDataFrame(torture_rows("avro"), SOURCE), known(texts)).selectExpr(
+        "src_offset", "error", "c_numeric_ps", "unix_micros(c_ts) AS ts", "unix_micros(c_ts3) AS ts3",
+        "unix_date(c_date) AS date", "unix_micros(c_tstz) AS tstz", "c_time", "c_int_arr", "c_bytea", "c_smallint",
+    )  # fmt: skip
+    got = {r["src_offset"]: r.asDict() for r in frame.collect()}
+    # The same rows' JSON payloads carry Connect's raw values: the expected ones, computed in Python.
+    for offset, record in enumerate(captured("json")["torture"]):
+        after = json.loads(record["value"])["payload"]["after"] if record["value"] else None
+        if not after:
+            continue
+        row = got[offset]
+        assert row["error"] is None, row["error"]
+        assert row["c_numeric_ps"] == (
+            None if after["c_numeric_ps"] is None else Decimal(after["c_numeric_ps"])
+        )
+        assert row["ts"] == after["c_ts"]
+        assert row["ts3"] == (None if after["c_ts3"] is None else after["c_ts3"] * 1000)
+        assert row["date"] == after["c_date"] and row["c_time"] == after["c_time"]
+        if after["c_tstz"] is not None:
+            expected = datetime.fromisoformat(after["c_tstz"]) - datetime.fromisoformat(
+                "1970-01-01T00:00:00Z"
+            )
+            assert row["tstz"] == expected // timedelta(microseconds=1)
+        assert row["c_int_arr"] == after["c_int_arr"] and row["c_smallint"] == after["c_smallint"]
+        assert row["c_bytea"] == (None if after["c_bytea"] is None else base64.b64decode(after["c_bytea"]))
+
+
+def envelope_schema(field_type: Any) -> dict[str, Any]:
+    row = {
+        "type": "record",
+        "name": "Value",
+        "fields": [{"name": "id", "type": "int"}, {"name": "n", "type": ["null", field_type]}],
+    }
+    source = {
+        "type": "record",
+        "name": "Source",
+        "fields": [{"name": "lsn", "type": ["null", "long"]}, {"name": "ts_ms", "type": "long"}],
+    }
+    return {
+        "type": "record", "name": "Envelope", "namespace": "t",
+        "fields": [
+            {"name": "before", "type": ["null", row]}, {"name": "after", "type": ["null", "Value"]},
+            {"name": "source", "type": source}, {"name": "op", "type": "string"}, {"name": "ts_ms", "type": ["null", "long"]},
+        ],
+    }  # fmt: skip
+
+
+def framed(schema_id: int, schema: dict[str, Any], datum: dict[str, Any]) -> bytes:
+    body = io.BytesIO()
+    schemaless_writer(body, parse_schema(schema), datum)
+    return struct.pack(">bI", 0, schema_id) + body.getvalue()
+
+
+def test_unfit_refused_unknown_and_undecodable_records_are_error_rows(spark: Any) -> None:
+    wide = {"type": "bytes", "logicalType": "decimal", "precision": 64, "scale": 2,
+            "connect.name": "org.apache.kafka.connect.data.Decimal"}  # fmt: skip
+    schemas = {7001: envelope_schema(wide), 7002: envelope_schema({"type": "long"})}
+    key = json.dumps({"id": 1}).encode()  # a JSON key beside an Avro value: read record by record
+
+    def change(sid: int, n: Any) -> bytes:
+        datum = {"after": {"id": 1, "n": n}, "source": {"lsn": 10, "ts_ms": 1}, "op": "c", "ts_ms": 1}
+        return framed(sid, schemas[sid], datum)
+
+    good = change(7002, 5)
+    rows = [
+        (key, change(7001, Decimal("1.50")), "t", 0, 0),  # Connect Decimal(64,2): refused by rule
+        (key, change(7002, 2**40), "t", 0, 1),  # does not fit `n int`
+        (key, good, "t", 0, 2),
+        (key, good[:5] + b"\x02", "t", 0, 3),  # cut short
+        (key, b"\x00\x00\x00\x1b\x57" + good[5:], "t", 0, 4),  # an id no registry knows
+    ]
+    texts = {sid: json.dumps(s) for sid, s in schemas.items()}
+    out = decode(spark, rows, "n int", known(texts))
+    errors = [r["error"] for r in out]
+    assert "Connect Decimal(64,2), wider than Spark's 38 digits" in errors[0]
+    assert "decimal.handling.mode=string" in errors[0]
+    assert errors[1].startswith("a value does not fit its column's type") and "(n int)" in errors[1]
+    assert errors[2] is None and out[2]["n"] == 5 and out[2]["entity"] == "1"
+    assert errors[3] == "Avro value does not decode with writer schema id 7002 (not a Debezium change event)"
+    assert "schema id 6999 is not in the registry" in errors[4]
+    assert out[4]["schema_id"] == 6999  # what the job learns from
+
+
+def avro_converters(stack: Any) -> dict[str, str]:
+    """The converter settings of a `format="avro"` connector spec, for CdcSource.start."""
+    spec = ConnectorSpec(
+        name="mat-avro",
+        database=DatabaseSpec.from_dsn(stack.connect_view.pg_dsn),
+        topic_prefix="mat_avro",
+        tables=("public.unused",),
+        format="avro",
+        registry=RegistrySpec.from_url(stack.connect_view.schema_registry_url),
+    )
+    managed = ("key.converter", "value.converter", "schema.name.adjustment", "field.name.adjustment")
+    return {k: v for k, v in spec.to_config().items() if k.startswith(managed)}
+
+
+def value_ids(bootstrap: str, topic: str) -> list[int]:
+    values = [m.value() for m in read_all(bootstrap, topic) if m.value()]
+    assert values and all(v[0] == 0 for v in values)  # really Avro in Confluent framing
+    return [int.from_bytes(v[1:5], "big") for v in values]
+
+
+@PATHS
+def test_products_over_a_real_avro_connector_through_add_and_drop_column(
+    spark: Any, stack: Any, cdc_source: Any, run_config: Any, endpoints: Any, small_batch_rows: str
+) -> None:
+    source = cdc_source(TABLE_DDL)
+    pg, table, bootstrap = source.pg, source.table, endpoints.kafka_bootstrap_servers
+    for i in range(1, 6):
+        pg.execute(
+            f"INSERT INTO {table} VALUES (%s, %s, %s, %s, %s)",  # type: ignore[arg-type]
+            (i, f"widget {i}", f"a sturdy widget number {i}", f"{i}.50", i * 10),
+        )
+    source.start(**avro_converters(stack))  # snapshot: 5 reads
+    pg.execute(f"UPDATE {table} SET price = 99.99, name = 'gadget two' WHERE id = 2")  # type: ignore[arg-type]
+    pg.execute(f"DELETE FROM {table} WHERE id = 4")  # type: ignore[arg-type]
+    pg.execute(f"INSERT INTO {table} VALUES (6, 'sprocket', NULL, 0.10, 1)")  # type: ignore[arg-type]
+    wait_for_end_offset(bootstrap, source.topic, 5 + 1 + 2 + 1)
+    plan = JobPlan.of(
+        PRODUCTS, run_config(topic=source.topic, table=f"public.{table}", small_batch_rows=small_batch_rows)
+    )
+    job = run_once(spark, plan)
+    assert [str(d) for d in verify(plan)] == []
+    assert plan.cache().read("2") == {
+        "name": "gadget two", "description": "a sturdy widget number 2", "price": "99.99", "stock": "20",
+    }  # fmt: skip
+    assert plan.cache().read("4") is None and plan.cache().read("6") is not None
+
+    # A new writer schema mid-stream, read by the same job (no restart): a column the view does not
+    # keep is added, written, then dropped again.
+    pg.execute(f"ALTER TABLE {table} ADD COLUMN colour text")  # type: ignore[arg-type]
+    pg.execute(f"INSERT INTO {table} VALUES (7, 'bolt', 'a bolt', 0.05, 100, 'grey')")  # type: ignore[arg-type]
+    pg.execute(f"UPDATE {table} SET stock = 11, colour = 'red' WHERE id = 1")  # type: ignore[arg-type]
+    pg.execute(f"ALTER TABLE {table} DROP COLUMN colour")  # type: ignore[arg-type]
+    pg.execute(f"UPDATE {table} SET price = 3.75 WHERE id = 3")  # type: ignore[arg-type]
+    wait_for_end_offset(bootstrap, source.topic, 9 + 3)
+    run_once(spark, plan, job=job)
+    assert [str(d) for d in verify(plan)] == []
+    assert job.dead_letters == 0
+    assert len(set(value_ids(bootstrap, source.topic))) >= 2  # the records name more than one schema
+    assert plan.cache().read("7") == {
+        "name": "bolt",
+        "description": "a bolt",
+        "price": "0.05",
+        "stock": "100",
+    }
+
+
+@PATHS
+def test_avro_poison_and_unfit_values_are_dead_lettered_and_the_job_goes_on(
+    spark: Any,
+    stack: Any,
+    cdc_source: Any,
+    run_config: Any,
+    endpoints: Any,
+    producer: Any,
+    small_batch_rows: str,
+) -> None:
+    source = cdc_source(TABLE_DDL.replace("stock integer", "stock bigint"))  # wider than the view's int
+    pg, table, bootstrap = source.pg, source.table, endpoints.kafka_bootstrap_servers
+    pg.execute(f"INSERT INTO {table} VALUES (1, 'fits', 'x', 1.00, 5)")  # type: ignore[arg-type]
+    pg.execute(f"INSERT INTO {table} VALUES (2, 'too many', 'x', 1.00, {2**40})")  # type: ignore[arg-type]
+    source.start(**avro_converters(stack))
+    wait_for_end_offset(bootstrap, source.topic, 2)
+    first = read_all(bootstrap, source.topic)[0]
+    key, value = first.key(), first.value()
+    producer.produce(source.topic, key=key, value=b"\x00\x7f\xff\xff\xf0" + value[5:])  # offset 2: unknown id
+    producer.produce(source.topic, key=key, value=value[:7])  # offset 3: cut short
+    producer.flush()
+    pg.execute(f"INSERT INTO {table} VALUES (3, 'after the poison', 'x', 3.00, 3)")  # type: ignore[arg-type]
+    wait_for_end_offset(bootstrap, source.topic, 5)
+    plan = JobPlan.of(
+        PRODUCTS, run_config(topic=source.topic, table=f"public.{table}", small_batch_rows=small_batch_rows)
+    )
+    job = run_once(spark, plan)
+
+    cache = plan.cache()
+    assert cache.read("1") is not None and cache.read("3") is not None and cache.read("2") is None
+    assert job.dead_letters == 3
+    letters = {int(dict(m.headers())["dlq-source-offset"]): m for m in read_all(bootstrap, plan.dlq_topic)}
+    assert sorted(letters) == [1, 2, 3]
+    headers = {o: {k: v.decode() for k, v in m.headers()} for o, m in letters.items()}
+    assert all(
+        h["dlq-source-topic"] == source.topic and h["dlq-source-partition"] == "0" for h in headers.values()
+    )
+    assert headers[1]["dlq-error"].startswith("a value does not fit its column's type")
+    assert DATA_DDL in headers[1]["dlq-error"] and "column stock (int)" in headers[1]["dlq-error"]
+    assert f"schema id {0x7FFFFFF0} is not in the registry" in headers[2]["dlq-error"]
+    assert "does not decode" in headers[3]["dlq-error"]
+    assert letters[3].value() == value[:7]  # the original bytes, for a replay
+    assert COLUMNS == ("name", "description", "price", "stock")
