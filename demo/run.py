@@ -150,9 +150,11 @@ def order_store(stack: StackHandle, cfg: DemoConfig, cleanup: ExitStack, summary
     store = StoreConfig.from_env(stack.endpoints.as_env()).with_overrides(
         name=f"demo-{cfg.run_id}", partitions=3
     )
-    with step(f"event store {store.name}: topics created, Avro schemas registered in Apicurio"):
-        with orders.store(store) as events:
-            events.init()
+    with (
+        step(f"event store {store.name}: topics created, Avro schemas registered in Apicurio"),
+        orders.store(store) as events,
+    ):
+        events.init()
     processor = orders.start_processor(store, cfg.report_dir / "logs" / "processor.log")
     cleanup.callback(_terminate, processor)
     tally = orders.Tally()
