@@ -230,6 +230,26 @@ def wait_for_failpoint(marker: Path, driver: Any, timeout: float = 240.0) -> Non
     assert marker.exists(), f"driver never reached its failpoint (exit {driver.poll()})"
 
 
+def crash_at_failpoint(argv: list[str], env: dict[str, str], step: str, marker: Path) -> None:
+    """Start a driver that stops at `step` of its first batch, wait until it is there, then kill -9
+    its whole process group (the driver and its JVM: a hard crash)."""
+    import os
+    import signal
+    import subprocess
+
+    from materializers.config import ENV_FAILPOINT
+
+    crashing = subprocess.Popen(
+        argv, env={**env, ENV_FAILPOINT: f"{step}:{marker}"}, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_for_failpoint(marker, crashing)
+    finally:
+        os.killpg(crashing.pid, signal.SIGKILL)
+        crashing.wait(30)
+
+
 def run_once(spark: Any, plan: Any, start: str = "earliest", job: Any = None) -> Any:
     """Run a job (a new one, or `job` again: what it learned stays) until it has processed everything
     available now; return the Job."""

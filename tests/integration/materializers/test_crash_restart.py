@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import wait_for_failpoint
+from conftest import crash_at_failpoint
 from records import debezium
 
 from materializers import positions
-from materializers.config import ENV_FAILPOINT
 from materializers.job import JobPlan
 from materializers.products import PRODUCTS
 from materializers.views.delta_warehouse import query
@@ -48,15 +46,7 @@ def test_kill_mid_batch_then_restart(
     config = run_config()
     env = {**os.environ, **endpoints.as_env()}
     marker = tmp_path / "reached"
-    crashing = subprocess.Popen(
-        cli(config, topic), env={**env, ENV_FAILPOINT: f"after-views:{marker}"}, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        wait_for_failpoint(marker, crashing)
-    finally:
-        os.killpg(crashing.pid, signal.SIGKILL)  # the driver and its JVM: a hard crash
-        crashing.wait(30)
+    crash_at_failpoint(cli(config, topic), env, "after-views", marker)
     plan = JobPlan.of(PRODUCTS, config.with_overrides(topic=topic))
     assert not (plan.checkpoint / "commits" / "0").exists()  # the batch was never committed
 

@@ -5,7 +5,6 @@ test_crash_restart.py)."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from dataclasses import replace
@@ -14,11 +13,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import wait_for_failpoint
+from conftest import crash_at_failpoint
 from records import debezium
 
 from materializers import positions
-from materializers.config import ENV_FAILPOINT
 from materializers.plan import JobPlan
 from materializers.products import PRODUCTS
 from materializers.views.postgres_table import read_model
@@ -52,15 +50,7 @@ def test_kill_after_the_read_model_wrote_then_restart(
     config = run_config()
     env = {**os.environ, **endpoints.as_env(), "PYTHONPATH": str(Path(__file__).parent)}
     marker = tmp_path / "reached"
-    crashing = subprocess.Popen(
-        cli(config, topic), env={**env, ENV_FAILPOINT: f"after-postgres:{marker}"}, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        wait_for_failpoint(marker, crashing)
-    finally:
-        os.killpg(crashing.pid, signal.SIGKILL)  # the driver and its JVM: a hard crash
-        crashing.wait(30)
+    crash_at_failpoint(cli(config, topic), env, "after-postgres", marker)
     plan = JobPlan.of(PRODUCTS_PG, config.with_overrides(topic=topic))
     assert not (plan.checkpoint / "commits" / "0").exists()  # the batch was written, never committed
     restarted = subprocess.run(cli(config, topic), env=env, capture_output=True, text=True, timeout=240)
