@@ -27,6 +27,7 @@ from typing import Any
 
 TIMELINE_FILE = "timeline.jsonl"
 MAX_BYTES = 1 << 20
+CLOCK_SLACK_S = 0.05
 SPARK_STEPS = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets")
 
 
@@ -89,8 +90,11 @@ def startup(entries: Sequence[Mapping[str, Any]], after: float) -> dict[str, flo
     marks: dict[str, float] = {}
     for e in entries:
         kind = e["event"]
-        if e["at"] >= after and kind not in marks and (kind == "process" or "process" in marks):
-            marks[kind] = e["at"]
+        # A process's start comes from /proc in 10 ms ticks: one started right after `after` may
+        # read a few ms before it.
+        since = after - CLOCK_SLACK_S if kind == "process" else after
+        if e["at"] >= since and kind not in marks and (kind == "process" or "process" in marks):
+            marks[kind] = max(e["at"], after)
     first = next((e for e in entries if e["event"] == "batch" and e["at"] == marks.get("batch")), None)
     out = {f"{kind}_s": at - after for kind, at in marks.items()}
     if first is not None:

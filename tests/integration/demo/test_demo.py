@@ -25,7 +25,7 @@ def test_demo_at_tiny_scale_passes_every_check(stack: StackHandle, tmp_path: Pat
     assert all(0 < v["p50"] <= v["p99"] for v in summary.latency_ms.values())
     # Where the restart's time went, read from the driver's timeline: every phase, in order.
     phases = summary.recovery_phases["products"]
-    assert 0 < phases["process_s"] < phases["session_s"] < phases["query_s"] < phases["batch_s"]
+    assert 0 <= phases["process_s"] < phases["session_s"] < phases["query_s"] < phases["batch_s"]
     assert summary.steady_batches["products"]["batches"] > 0
     assert summary.recovery_s is not None and summary.recovery_s > 0  # the driver was killed and came back
     plot = write_report(cfg.report_dir, summary)

@@ -38,6 +38,8 @@ def test_startup_takes_the_first_restart_after_the_kill() -> None:
         "first_batch.walCommit_s": 0.05, "first_batch.decode_s": 4.3,
     }  # fmt: skip
     assert timeline.startup(entries, after=120.0) == {}  # no restart after that
+    # A start read from /proc a few ms before the kill (its 10 ms ticks) is still this restart's.
+    assert timeline.startup(entries, after=101.02)["process_s"] == 0.0
 
 
 def test_batch_medians_cover_the_window_only() -> None:
