@@ -14,10 +14,12 @@ help: ## list the targets
 prerequisites: ## install the missing Debian packages (Java, Maven, Postgres 15, Redis) when root
 	@bash docker/prerequisites.sh
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml examples/shop/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
+	# the demo's shop (Order aggregate, products/orders materializers): a plug-in, as a user's would be
+	$(BIN)/pip install -q --no-deps -e examples/shop
 	touch $(STAMP)
 
 venv: prerequisites $(STAMP) ## create .venv and install the toolkit with its pinned dependencies
@@ -40,7 +42,7 @@ status: venv ## show each service's pid, port, readiness and memory
 lint: venv ## ruff and mypy (strict on the packages)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy kafkakit cdc eventstore materializers docker/devstack demo
+	$(BIN)/mypy kafkakit cdc eventstore materializers docker/devstack demo examples/shop/shop
 
 unit: venv ## unit tests only (no services)
 	$(BIN)/pytest -m "not integration" tests

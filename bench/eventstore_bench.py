@@ -104,7 +104,7 @@ class OrderApp(Application):  # type: ignore[misc]
 
 
 def _order_commands(prefix: str, orders: int) -> list[Any]:
-    from eventstore.examples import order as o
+    from shop import order as o
 
     commands: list[Any] = []
     for n in range(orders):
@@ -120,7 +120,7 @@ def _order_commands(prefix: str, orders: int) -> list[Any]:
 def ours_worker(config: Any, prefix: str, orders: int, window: int, barrier: Any, out: Any) -> None:
     """window 1: one `execute` at a time (latency per command); window > 1: pipelined."""
     from eventstore import EventStore
-    from eventstore.examples.order import ORDER
+    from shop.order import ORDER
 
     store = EventStore(config, ORDER)
     commands = _order_commands(prefix, orders)
@@ -262,7 +262,7 @@ def processor_main(
     config: Any, instance: str, batch_size: int, linger_ms: float | None, stop: Any, out: Any
 ) -> None:
     from eventstore import EventStore
-    from eventstore.examples.order import ORDER
+    from shop.order import ORDER
 
     processor = EventStore(config, ORDER).processor(
         instance, batch_size=batch_size, **({} if linger_ms is None else {"linger_ms": linger_ms})
@@ -313,7 +313,7 @@ def sample_records(config: Any, events: int) -> list[tuple[bytes, bytes, Any]]:
     from eventstore import EventStore
     from eventstore.decision import StreamState, handle
     from eventstore.envelope import CommandEnvelope
-    from eventstore.examples.order import INITIAL, ORDER
+    from shop.order import INITIAL, ORDER
 
     serde = EventStore(config, ORDER).serde
     states: dict[str, StreamState[Any]] = {}
@@ -432,10 +432,10 @@ def main(argv: list[str] | None = None) -> int:
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     from eventstore import EventStore, StoreConfig
-    from eventstore.examples.order import ORDER
     from eventstore.topics import specs
     from kafkakit.clients import make_admin
     from kafkakit.settings import Endpoints
+    from shop.order import ORDER
 
     endpoints = Endpoints.from_env()
     run_id = uuid.uuid4().hex[:8]

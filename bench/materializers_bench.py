@@ -57,9 +57,9 @@ from kafkakit.positions import parse_start
 from materializers import checkpoint, lag, spark_session
 from materializers.config import VIEWS, RunConfig, parse_views
 from materializers.job import Job, JobPlan
-from materializers.products import PRODUCTS, TABLE_DDL
 from materializers.views.delta_warehouse import query
 from materializers.views.redis_cache import APPLY_LUA, RedisCache
+from shop.products import PRODUCTS, TABLE_DDL
 
 OUT = Path(__file__).parent / "results" / "materializers.json"
 # The cache alone, the search index alone, then all three views at once as a 2-core machine would host

@@ -56,7 +56,7 @@ from cdc.slots import drop_slot
 from materializers import checkpoint, lag, timeline
 from materializers.config import RunConfig
 from materializers.job import JobPlan
-from materializers.products import PRODUCTS
+from shop.products import PRODUCTS
 
 OUT = Path(__file__).parent / "results" / "materializers-recovery.json"
 RECOVERY_TARGET_S, CAUGHT_UP_TARGET_S = 15.0, 20.0

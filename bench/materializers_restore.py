@@ -30,8 +30,8 @@ from kafkakit.positions import parse_start
 from materializers import snapshots, spark_session
 from materializers.config import RunConfig
 from materializers.job import Job, JobPlan
-from materializers.products import PRODUCTS
 from materializers.views.delta_warehouse import query
+from shop.products import PRODUCTS
 
 OUT = Path(__file__).parent / "results" / "materializers_restore.json"
 

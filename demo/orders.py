@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eventstore import DomainError, EventStore, SchemaViolation, StoreConfig, WrongExpectedVersion
-from eventstore.examples import order as o
-from eventstore.examples.order import ORDER, OrderState
+from shop import order as o
+from shop.order import ORDER, OrderState
 
 
 @dataclass(slots=True)

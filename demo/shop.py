@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import psycopg
 
-from materializers.products import TABLE_DDL
+from shop.products import TABLE_DDL
 
 
 def schema_sql(schema: str) -> str:

@@ -3,7 +3,7 @@
 Public API (each name is imported on first use, so `import eventstore.errors` stays light):
 
     >>> from eventstore import EventStore, StoreConfig, WrongExpectedVersion
-    >>> from eventstore.examples.order import ORDER, AddLine
+    >>> from shop.order import ORDER, AddLine
     >>> store = EventStore(StoreConfig.from_env().with_overrides(name="shop"), ORDER)
     >>> store.init()                                  # topics + Avro schemas, repeatable
     >>> with store.client() as client:

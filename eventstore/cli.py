@@ -48,7 +48,7 @@ from kafkakit.errors import BadStartPosition, ConfigError
 from kafkakit.logs import configure_cli_logging
 from kafkakit.positions import parse_partition_offsets, parse_start, parse_timestamp
 
-DEFAULT_AGGREGATE = "eventstore.examples.order:ORDER"
+DEFAULT_AGGREGATE = "shop.order:ORDER"
 EXIT = {
     errors.WrongExpectedVersion: 3,
     errors.DomainError: 4,

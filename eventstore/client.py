@@ -74,7 +74,7 @@ class EventStoreClient(Generic[S]):
     Example:
 
         >>> from eventstore import EventStore, StoreConfig, WrongExpectedVersion
-        >>> from eventstore.examples.order import ORDER, CreateOrder, PlaceOrder
+        >>> from shop.order import ORDER, CreateOrder, PlaceOrder
         >>> with EventStore(StoreConfig(name="shop"), ORDER).client() as client:
         ...     created = client.execute(CreateOrder(order_id="42", customer_id="c-7"), expected_version=0)
         ...     pending = client.send(PlaceOrder(order_id="42"), command_id="place-42")  # pipelined

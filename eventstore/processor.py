@@ -142,7 +142,7 @@ class CommandProcessor(Generic[S]):
 
         >>> import threading
         >>> from eventstore import EventStore, StoreConfig
-        >>> from eventstore.examples.order import ORDER
+        >>> from shop.order import ORDER
         >>> processor = EventStore(StoreConfig(name="shop"), ORDER).processor("shop-1", batch_size=100)
         >>> worker = threading.Thread(target=processor.run)
         >>> worker.start()

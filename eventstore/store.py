@@ -86,7 +86,7 @@ class EventStore(Generic[S]):
     Example (`init` once per store, a processor running somewhere, then clients):
 
         >>> from eventstore import EventStore, StoreConfig
-        >>> from eventstore.examples.order import ORDER, CreateOrder
+        >>> from shop.order import ORDER, CreateOrder
         >>> store = EventStore(StoreConfig.from_env().with_overrides(name="shop"), ORDER)
         >>> report = store.init()                     # topics + schema registration, repeatable
         >>> processor = store.processor(instance_id="shop-1")

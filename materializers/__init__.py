@@ -5,7 +5,7 @@ Public API (each name is imported on first use: Spark's Python workers import su
 package and must not pay for the rest):
 
     >>> from materializers import Materializer, RunConfig, run
-    >>> from materializers.products import PRODUCTS
+    >>> from shop.products import PRODUCTS
     >>> run(PRODUCTS, "mypkg.views:orders_by_customer", config=RunConfig.from_env(), start="earliest")
 
 - `Materializer`: what one job is (source topic, decoder, data columns, the views it keeps, your own

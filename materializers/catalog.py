@@ -1,12 +1,12 @@
-"""Where materializers come from: the toolkit's own, installed packages' entry points, `module:attr`.
+"""Where materializers come from: installed packages' entry points, or `module:attr`.
 
-`lookup(reference)` resolves, in this order:
+The toolkit ships no materializer of its own (the demo's `products` and `orders` come from the
+`kafka-toolkit-shop` example distribution, through the same door as yours). `lookup(reference)` resolves:
 1. `module:attr` (a colon in the reference): `attr` of the imported module, e.g.
    `mypkg.views:orders_by_customer` — for a materializer of your own that is not installed as a plugin;
-2. a built-in name (`products`, `orders`);
-3. an entry point of the group `kafka_toolkit.materializers` whose name is the reference: an
+2. an entry point of the group `kafka_toolkit.materializers` whose name is the reference: an
    installed package declares `[project.entry-points."kafka_toolkit.materializers"]
-   orders_by_customer = "mypkg.views:orders_by_customer"`. A built-in name wins over an entry point.
+   orders_by_customer = "mypkg.views:orders_by_customer"`.
 Whatever it resolves to must be a `Materializer`, and the views it names instances of the `View`
 protocol (factories are checked when the plan builds them): `BadMaterializer` / `BadView` say what
 is wrong and how to fix it, before anything starts.
@@ -19,19 +19,15 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 
 from materializers.errors import BadMaterializer, UnknownMaterializer
-from materializers.orders import ORDERS
-from materializers.products import PRODUCTS
 from materializers.spec import Materializer
 from materializers.view import check_names, check_view, is_factory
 
-CATALOG: dict[str, Materializer] = {m.name: m for m in (PRODUCTS, ORDERS)}
 ENTRY_POINT_GROUP = "kafka_toolkit.materializers"
-BUILT_IN = "built-in"
 
 
 @dataclass(frozen=True, slots=True)
 class Known:
-    """A materializer and where it comes from (`built-in`, `entry point <value> (<distribution>)`)."""
+    """A materializer and where it comes from (`entry point <value> (<distribution>)`)."""
 
     spec: Materializer
     origin: str
@@ -41,15 +37,14 @@ def lookup(reference: str) -> Materializer:
     """The materializer `reference` names (see the module docstring), checked."""
     if ":" in reference:
         return checked(load(reference), reference)
-    if reference in CATALOG:
-        return CATALOG[reference]
     for point in entry_points(group=ENTRY_POINT_GROUP):
         if point.name == reference:
             return from_entry_point(point)
-    known = sorted({*CATALOG, *(p.name for p in entry_points(group=ENTRY_POINT_GROUP))})
+    known = sorted({p.name for p in entry_points(group=ENTRY_POINT_GROUP)})
     raise UnknownMaterializer(
-        f"no materializer named {reference!r}; known: {', '.join(known)} (see `materializers list`), or "
-        "name one of your own as module:attr (e.g. mypkg.views:orders_by_customer)"
+        f"no materializer named {reference!r}; installed: {', '.join(known) or 'none'} (see `materializers "
+        f"list`); install the package that declares it (entry point group {ENTRY_POINT_GROUP}), or name "
+        "one of your own as module:attr (e.g. mypkg.views:orders_by_customer)"
     )
 
 
@@ -111,12 +106,12 @@ def from_entry_point(point: EntryPoint) -> Materializer:
 
 
 def available() -> list[Known]:
-    """Every materializer `lookup` finds by name: built-in first, then entry points (not loaded
-    when a built-in shadows them); BadMaterializer for an entry point that does not load."""
-    known = [Known(spec, BUILT_IN) for spec in CATALOG.values()]
-    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
-        where = f"entry point {point.value}" + (f" ({point.dist.name})" if point.dist else "")
-        if point.name in CATALOG:
-            continue
-        known.append(Known(from_entry_point(point), where))
-    return known
+    """Every materializer `lookup` finds by name (the installed entry points, loaded);
+    BadMaterializer for an entry point that does not load."""
+    return [
+        Known(
+            from_entry_point(point),
+            f"entry point {point.value}" + (f" ({point.dist.name})" if point.dist else ""),
+        )
+        for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name)
+    ]

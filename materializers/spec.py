@@ -8,9 +8,9 @@ prefix) that return one — a factory lets a view take its connection settings f
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -26,6 +26,9 @@ Transform = Callable[["DataFrame", "WriterSchemas"], "DataFrame"]
 Decoder = Callable[[], Transform]
 # A view of the materializer's own: an instance, or a factory taking the job's plan.
 ViewSource = Union["View", Callable[["JobPlan"], "View"]]
+# An event materializer's fold: the cache fields an ordered run of (event_type, data) must leave.
+# `verify` folds the whole topic with it, so a drift between it and the decoder shows as differences.
+EventFold = Callable[[Iterable[tuple[str, Mapping[str, Any]]]], dict[str, str]]
 BUILTIN_VIEWS = ("cache", "search", "warehouse")
 
 
@@ -36,6 +39,9 @@ class Materializer:
     `sequential` marks event folds: the cache applies version n+1 only (patches), CDC upserts apply
     whenever newer. `search_fields` empty = no search view; `current_table` False = history/facts only.
     `builtin_views`: which of cache, search, warehouse it keeps; `views`: its own (see the module doc).
+    `key_column`: the CDC table's primary key column (what `verify` reads the truth by).
+    `event_types` / `fold` (events): the types the decoder takes (others are dead letters) and the
+    fold `verify` checks the views against.
     """
 
     name: str
@@ -49,6 +55,9 @@ class Materializer:
     current_table: bool = True
     builtin_views: tuple[str, ...] = BUILTIN_VIEWS
     views: tuple[ViewSource, ...] = ()
+    key_column: str = "id"
+    event_types: tuple[str, ...] = ()
+    fold: EventFold | None = None
 
     @property
     def data_columns(self) -> tuple[str, ...]:

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from kafkakit.clients import make_consumer
-from materializers import event_shape, orders
+from materializers import event_shape
 from materializers.avro_events import WriterSchemas
-from materializers.errors import SourceUnavailable
+from materializers.errors import BadMaterializer, SourceUnavailable
 from materializers.plan import JobPlan
 from materializers.truth import Difference as Difference
 from materializers.truth import Truth
@@ -50,7 +50,9 @@ def postgres_rows(
 def cdc_truth(plan: JobPlan) -> Truth:
     cols = plan.spec.data_columns
     table = plan.config.table or plan.spec.default_table
-    return Truth(kind="cdc", rows=postgres_rows(plan.config.endpoints.pg_dsn, table, cols))
+    return Truth(
+        kind="cdc", rows=postgres_rows(plan.config.endpoints.pg_dsn, table, cols, key=plan.spec.key_column)
+    )
 
 
 def read_topic(bootstrap: str, topic: str) -> Iterator[Any]:
@@ -84,6 +86,13 @@ def event_fold(plan: JobPlan) -> tuple[dict[str, dict[str, str]], int]:
     """(expected cache per stream, number of distinct decodable events) from the event topic."""
     from fastavro import parse_schema, schemaless_reader
 
+    fold, wanted = plan.spec.fold, set(plan.spec.event_types)
+    if fold is None:
+        raise BadMaterializer(
+            f"materializer {plan.spec.name!r} has no fold, so its event views cannot be verified; give "
+            "Materializer(fold=...) the function folding (event_type, data) pairs into the view's fields"
+        )
+
     schemas = WriterSchemas(plan.config.endpoints.schema_registry_url)
     streams: dict[str, dict[int, tuple[str, dict[str, Any]]]] = {}
     for msg in read_topic(plan.config.endpoints.kafka_bootstrap_servers, plan.topic):
@@ -91,7 +100,7 @@ def event_fold(plan: JobPlan) -> tuple[dict[str, dict[str, str]], int]:
         try:
             version = int(headers[event_shape.H_VERSION])
             event_type = headers[event_shape.H_TYPE].decode()
-            if not value or value[0] != event_shape.MAGIC or event_type not in orders.EVENT_TYPES:
+            if not value or value[0] != event_shape.MAGIC or (wanted and event_type not in wanted):
                 continue
             text = schemas.get(int.from_bytes(value[1:5], "big"))
             if text is None:
@@ -111,7 +120,7 @@ def event_fold(plan: JobPlan) -> tuple[dict[str, dict[str, str]], int]:
                 break
             ordered.append(by_version[version])
         if ordered:
-            expected[stream] = orders.fold(ordered)
+            expected[stream] = fold(ordered)
     return expected, sum(len(v) for v in streams.values())
 
 

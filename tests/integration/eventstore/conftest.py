@@ -14,7 +14,7 @@ import pytest
 from es_helpers import cli_env
 
 from eventstore import EventStore, EventStoreClient, StoreConfig
-from eventstore.examples.order import ORDER
+from shop.order import ORDER
 
 TXN_TIMEOUT_MS = 10_000
 

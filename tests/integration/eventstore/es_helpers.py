@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from eventstore import EventStore, StoreConfig
-from eventstore.examples.order import ORDER
+from shop.order import ORDER
 
 
 def cli_env(config: StoreConfig) -> dict[str, str]:
@@ -17,7 +17,7 @@ def contention_worker(args: tuple[StoreConfig, int, int, tuple[str, ...], int]) 
     """One writer process: `n` commands with expected versions on shared streams; returns every outcome."""
     import random
 
-    from eventstore.examples import order as o
+    from shop import order as o
 
     config, worker, n, streams, seed = args
     rng = random.Random(seed)

@@ -20,11 +20,11 @@ from eventstore.errors import (
     UndecodableRecord,
     WrongExpectedVersion,
 )
-from eventstore.examples import order as o
 from eventstore.kafkaio import end_offsets, read_to_end
 from eventstore.kafkaio import reader as raw_reader
 from eventstore.serde import header_map
 from eventstore.topics import ensure_topics, partition_for
+from shop import order as o
 
 pytestmark = pytest.mark.integration
 

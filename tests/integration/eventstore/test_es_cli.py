@@ -15,7 +15,7 @@ from es_helpers import cli_env
 
 from eventstore import EventStore, StoreConfig
 from eventstore.cli import main
-from eventstore.examples import order as o
+from shop import order as o
 
 pytestmark = pytest.mark.integration
 

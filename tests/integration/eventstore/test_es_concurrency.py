@@ -13,9 +13,9 @@ from es_helpers import contention_worker
 
 from eventstore.client import EventStoreClient
 from eventstore.config import StoreConfig
-from eventstore.examples import order as o
 from eventstore.kafkaio import end_offsets, read_to_end, reader
 from eventstore.serde import header_map
+from shop import order as o
 
 pytestmark = pytest.mark.integration
 

@@ -18,11 +18,11 @@ from fastavro import schemaless_writer
 
 from eventstore import EventStore, StoreConfig, SubjectsNeedMigration
 from eventstore.cli import main
-from eventstore.examples import order as o
 from eventstore.registry import Registry
 from eventstore.schemas import Catalog, parse_text
 from eventstore.serde import H_STREAM, H_TYPE, H_VERSION, frame
 from eventstore.topics import ensure_topics, partition_for
+from shop import order as o
 
 pytestmark = pytest.mark.integration
 

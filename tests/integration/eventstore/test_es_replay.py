@@ -13,9 +13,9 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from eventstore.cli import main
 from eventstore.client import EventStoreClient
 from eventstore.config import StoreConfig
-from eventstore.examples import order as o
 from eventstore.kafkaio import read_to_end, reader
 from eventstore.serde import raw_pairs
+from shop import order as o
 
 pytestmark = pytest.mark.integration
 

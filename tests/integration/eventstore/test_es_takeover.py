@@ -13,10 +13,10 @@ import pytest
 from eventstore import CommandProcessor, EventStore, EventStoreClient, Pending, StoreConfig
 from eventstore.decision import StreamState, apply
 from eventstore.envelope import Position
-from eventstore.examples import order as o
 from eventstore.kafkaio import read_to_end, reader
 from eventstore.serde import Serde
 from eventstore.topics import partition_for
+from shop import order as o
 
 pytestmark = pytest.mark.integration
 

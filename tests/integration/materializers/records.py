@@ -43,7 +43,7 @@ def debezium(
 
 
 def order_schema_text(event_type: str) -> str:
-    return (files("eventstore.examples") / "schemas" / f"{event_type}.avsc").read_text()
+    return (files("shop") / "schemas" / f"{event_type}.avsc").read_text()
 
 
 class OrderEvents:

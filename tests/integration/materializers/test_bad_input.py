@@ -66,7 +66,7 @@ def test_missing_redis(
 
 USER_MODULE = """
 from dataclasses import replace
-from materializers.products import PRODUCTS
+from shop.products import PRODUCTS
 from materializers.view import DriverView
 
 class Named(DriverView):

@@ -8,9 +8,9 @@ import pytest
 from conftest import read_all, run_once, wait_for_end_offset
 
 from materializers.job import JobPlan
-from materializers.products import PRODUCTS, TABLE_DDL
 from materializers.verify import verify
 from materializers.views.delta_warehouse import query
+from shop.products import PRODUCTS, TABLE_DDL
 
 pytestmark = pytest.mark.integration
 

@@ -24,8 +24,8 @@ from cdc.connector_spec import ConnectorSpec, DatabaseSpec, RegistrySpec
 from materializers import debezium as dbz
 from materializers.avro_events import WriterSchemas
 from materializers.job import JobPlan
-from materializers.products import COLUMNS, DATA_DDL, PRODUCTS, TABLE_DDL
 from materializers.verify import verify
+from shop.products import COLUMNS, DATA_DDL, PRODUCTS, TABLE_DDL
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,8 @@ from records import debezium
 from cdc.connector_spec import SCHEMALESS_JSON
 from materializers import debezium as dbz
 from materializers.job import JobPlan
-from materializers.products import COLUMNS, DATA_DDL, PRODUCTS, TABLE_DDL
 from materializers.verify import verify
+from shop.products import COLUMNS, DATA_DDL, PRODUCTS, TABLE_DDL
 
 pytestmark = pytest.mark.integration
 

@@ -11,9 +11,9 @@ import pytest
 from deltalake import DeltaTable
 from test_unique_entities import frame
 
-from materializers.products import COLUMNS, DATA_DDL
 from materializers.views import delta_driver
 from materializers.views.delta_warehouse import DeltaWarehouse, query
+from shop.products import COLUMNS, DATA_DDL
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from materializers import positions
-from materializers.products import COLUMNS, DATA_DDL
 from materializers.views.delta_warehouse import DeltaWarehouse, query
+from shop.products import COLUMNS, DATA_DDL
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,9 @@ from conftest import read_all, run_once
 from records import OrderEvents
 
 from materializers.job import JobPlan
-from materializers.orders import ORDERS
 from materializers.verify import verify
 from materializers.views.delta_warehouse import query
+from shop.orders import ORDERS
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ from records import debezium
 
 from materializers import positions
 from materializers.job import JobPlan
-from materializers.products import PRODUCTS
 from materializers.views.delta_warehouse import query
+from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration
 

@@ -15,10 +15,10 @@ from conftest import run_once
 from records import debezium
 
 from materializers.job import JobPlan
-from materializers.products import PRODUCTS
 from materializers.truth import Truth
 from materializers.views import postgres_table
 from materializers.views.postgres_table import PostgresTable, read_model
+from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration
 

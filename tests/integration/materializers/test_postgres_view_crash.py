@@ -18,8 +18,8 @@ from records import debezium
 
 from materializers import positions
 from materializers.plan import JobPlan
-from materializers.products import PRODUCTS
 from materializers.views.postgres_table import read_model
+from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration
 TABLE = "mv_products_pg_crash"

@@ -14,10 +14,10 @@ from records import debezium
 from kafkakit.positions import parse_start
 from materializers import generations
 from materializers.job import JobPlan
-from materializers.products import PRODUCTS, TABLE_DDL
 from materializers.rebuild import rebuild
 from materializers.verify import verify
 from materializers.views.delta_warehouse import query
+from shop.products import PRODUCTS, TABLE_DDL
 
 pytestmark = pytest.mark.integration
 

@@ -14,9 +14,9 @@ from records import OrderEvents, debezium
 
 from materializers import positions
 from materializers.job import JobPlan
-from materializers.orders import ORDERS
-from materializers.products import PRODUCTS
 from materializers.views.delta_warehouse import query
+from shop.orders import ORDERS
+from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from view_state import view_state
 
 from materializers import snapshots
 from materializers.job import JobPlan
-from materializers.products import PRODUCTS
+from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration
 

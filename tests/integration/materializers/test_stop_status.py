@@ -23,8 +23,8 @@ from materializers import checkpoint, status
 from materializers.cli import main
 from materializers.config import ENV_FAILPOINT
 from materializers.job import Job, JobPlan
-from materializers.products import PRODUCTS
 from materializers.views.delta_warehouse import query
+from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration
 

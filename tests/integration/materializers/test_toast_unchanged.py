@@ -18,9 +18,9 @@ from materializers import checkpoint, positions
 from materializers import debezium as dbz
 from materializers.changes import split
 from materializers.job import JobPlan
-from materializers.products import COLUMNS, DATA_DDL, PRODUCTS, TABLE_DDL
 from materializers.verify import verify
 from materializers.views.delta_warehouse import query
+from shop.products import COLUMNS, DATA_DDL, PRODUCTS, TABLE_DDL
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ import pytest
 
 from materializers import positions
 from materializers.changes import latest_per_entity, unique_entities
-from materializers.products import COLUMNS, DATA_DDL
 from materializers.views.delta_warehouse import DeltaWarehouse, query
+from shop.products import COLUMNS, DATA_DDL
 
 pytestmark = pytest.mark.integration
 

@@ -17,10 +17,10 @@ from kafkakit.positions import parse_start
 from materializers import runner
 from materializers.catalog import lookup
 from materializers.job import Job, JobPlan
-from materializers.orders import ORDERS, WANTED, patch
 from materializers.truth import Difference, Truth, compare
 from materializers.verify import verify
 from materializers.view import DriverView, Reject, TableBatch
+from shop.orders import ORDERS, WANTED, patch
 
 pytestmark = pytest.mark.integration
 

@@ -19,8 +19,8 @@ from devstack.session import StackHandle
 from devstack.topics import TopicFactory
 from kafkakit.errors import BadStartPosition
 from materializers import BadMaterializer, SourceUnavailable
-from materializers.products import PRODUCTS
 from materializers.status import read
+from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ["pytester"]
@@ -115,9 +115,9 @@ def test_process_groups_and_stack_faults_are_fixtures(process_groups: Any, stack
 def test_event_store_factory_runs_a_processor_a_test_can_crash_and_replace(
     event_store_factory: Any, process_groups: Any
 ) -> None:
-    from eventstore.examples.order import AddLine, CreateOrder
+    from shop.order import AddLine, CreateOrder
 
-    store = event_store_factory("eventstore.examples.order:ORDER")
+    store = event_store_factory("shop.order:ORDER")
     with store.client() as client:
         assert client.execute(CreateOrder(order_id="t-1", customer_id="c-1")).status == "ok"
         process_groups.crash(store.processors[0])  # kill -9: the next processor takes over

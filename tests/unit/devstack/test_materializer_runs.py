@@ -15,7 +15,7 @@ from devstack.materializer_runs import MaterializerFactory, import_path, referen
 from devstack.session import ConnectView, StackHandle
 from kafkakit.settings import Endpoints
 from materializers import BadMaterializer, BadView
-from materializers.products import PRODUCTS
+from shop.products import PRODUCTS
 
 # Bound at module level: the factory finds it here, as the driver process will import it.
 MODULE_LEVEL = replace(PRODUCTS, name="module_level")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 from eventstore import EventStore, StoreConfig
-from eventstore.examples import order as o
 from eventstore.migration import migrate, plan
 from eventstore.registry import MemoryRegistry, Registered
 from eventstore.schemas import Catalog
 from eventstore.subjects import StoreSubjects
+from shop import order as o
 
 SHOP = StoreConfig(name="shop")
 NAMES = StoreSubjects.build(SHOP, o.ORDER, Catalog.for_aggregate(o.ORDER))

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from eventstore.examples import order as o
+from shop import order as o
 
 CREATE = o.CreateOrder(order_id="42", customer_id="c1")
 

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from eventstore.errors import SchemaIncompatible
-from eventstore.examples.order import ORDER
 from eventstore.schemas import Catalog, check_backward
+from shop.order import ORDER
 
 OLD = json.loads(ORDER.schema_text("order.created"))
 

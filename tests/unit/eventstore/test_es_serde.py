@@ -7,8 +7,8 @@ import pytest
 from eventstore import EventStore, MemoryRegistry, StoreConfig
 from eventstore.envelope import CommandEnvelope, EventEnvelope, Outcome, Position, Snapshot
 from eventstore.errors import SchemaViolation, UndecodableRecord
-from eventstore.examples import order as o
 from eventstore.serde import Serde, frame, header_map, unframe
+from shop import order as o
 
 POS = Position(topic="t.events", partition=3, offset=17)
 

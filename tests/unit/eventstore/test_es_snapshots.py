@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from eventstore import EventStore, MemoryRegistry, StoreConfig
 from eventstore.decision import StreamState, handle, load, snapshot_due
 from eventstore.envelope import CommandEnvelope, EventEnvelope, Snapshot
-from eventstore.examples import order as o
+from shop import order as o
 
 SERDE = EventStore(StoreConfig(name="prop"), o.ORDER, registry=MemoryRegistry()).serde
 SKUS = st.sampled_from(["a", "b", "c", "d"])

@@ -12,10 +12,10 @@ import pytest
 
 from eventstore import EventStore, MemoryRegistry, StoreConfig, StoreConfigError
 from eventstore.cli import main
-from eventstore.examples import order as o
 from eventstore.schemas import Catalog
 from eventstore.subjects import StoreSubjects
 from kafkakit.errors import ConfigError
+from shop import order as o
 
 SHOP = StoreConfig(name="shop", bootstrap_servers="127.0.0.1:1", schema_registry_url="http://127.0.0.1:1")
 
@@ -101,7 +101,7 @@ def test_every_problem_is_named_at_once(tmp_path: Path) -> None:
 
 def test_not_an_aggregate_is_refused() -> None:
     with pytest.raises(StoreConfigError, match=r"needs an eventstore\.Aggregate, got a str"):
-        EventStore(SHOP, "eventstore.examples.order:ORDER")  # type: ignore[arg-type]
+        EventStore(SHOP, "shop.order:ORDER")  # type: ignore[arg-type]
 
 
 def test_the_cli_refuses_an_empty_registry_url_before_touching_a_service(capsys: Any) -> None:

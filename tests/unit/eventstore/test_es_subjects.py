@@ -9,7 +9,6 @@ import pytest
 
 from eventstore import EventStore, MemoryRegistry, StoreConfig
 from eventstore.errors import SchemaNotFound, SubjectsNeedMigration
-from eventstore.examples import order as o
 from eventstore.schemas import Catalog
 from eventstore.subjects import (
     StoreSubjects,
@@ -18,6 +17,7 @@ from eventstore.subjects import (
     require_migrated,
     unmigrated,
 )
+from shop import order as o
 
 SHOP = StoreConfig(name="shop")
 NAMES = StoreSubjects.build(SHOP, o.ORDER, Catalog.for_aggregate(o.ORDER))

@@ -10,13 +10,14 @@ from hypothesis import strategies as st
 
 from kafkakit.errors import BadStartPosition, ConfigError
 from kafkakit.positions import parse_start
-from materializers import checkpoint, orders, positions, status
+from materializers import checkpoint, positions, status
 from materializers.catalog import lookup
 from materializers.config import RunConfig, normalize_trigger
 from materializers.errors import UnknownMaterializer
 from materializers.positions import Decision, decide
-from materializers.products import PRODUCTS
 from materializers.verify import compare
+from shop import orders
+from shop.products import PRODUCTS
 
 enc = positions.encode
 
@@ -160,7 +161,7 @@ def test_compare_lists_missing_extra_and_changed() -> None:
 def test_catalog() -> None:
     assert PRODUCTS.data_columns == ("name", "description", "price", "stock")
     assert lookup("orders").sequential
-    with pytest.raises(UnknownMaterializer, match="known: orders, products"):
+    with pytest.raises(UnknownMaterializer, match="installed: orders, products"):
         lookup("nope")
 
 

@@ -14,9 +14,9 @@ from materializers.config import RunConfig
 from materializers.errors import CheckpointMismatch, JobRunning, SnapshotMismatch, SnapshotNotFound
 from materializers.job import JobPlan, pinned_start, reset_checkpoint
 from materializers.lifecycle import refuse_if_running
-from materializers.orders import ORDERS
-from materializers.products import PRODUCTS
 from materializers.views.redis_cache import pack_entry, unpack_entries
+from shop.orders import ORDERS
+from shop.products import PRODUCTS
 
 OFFSETS_FILE = 'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}\n{"t":{"0":3,"1":7}}'
 

@@ -15,9 +15,9 @@ from materializers.catalog import ENTRY_POINT_GROUP, available, lookup
 from materializers.config import RunConfig
 from materializers.errors import BadMaterializer, BadView, UnknownMaterializer, UnknownView
 from materializers.plan import JobPlan
-from materializers.products import PRODUCTS
 from materializers.truth import Difference, Truth, compare
 from materializers.view import DriverView, Reject, TableBatch, View, check_names, check_view
+from shop.products import PRODUCTS
 
 
 class ListView(DriverView):
@@ -112,7 +112,7 @@ def test_a_factory_that_fails_or_returns_no_view() -> None:
 
 USER_MODULE = """
 from dataclasses import replace
-from materializers.products import PRODUCTS
+from shop.products import PRODUCTS
 
 GOOD = replace(PRODUCTS, name="mine")
 NOT_ONE = {"name": "mine"}
@@ -158,7 +158,7 @@ def test_a_materializer_whose_view_breaks_the_protocol_is_refused_at_load(user_m
 
 
 def test_unknown_name_suggests_module_attr() -> None:
-    with pytest.raises(UnknownMaterializer, match=r"known: orders, products.*module:attr"):
+    with pytest.raises(UnknownMaterializer, match=r"installed: orders, products.*module:attr"):
         lookup("nope")
 
 
@@ -181,8 +181,18 @@ def test_entry_points_are_found_and_listed_with_their_origin(
     with pytest.raises(BadMaterializer, match=r"names materializer 'mine'; name the entry point after"):
         lookup("wrong_name")
     (dist / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nmine = {user_module}:GOOD\n")
+    # sorted by name; the demo's shop comes through the same group as any user's package
     assert [(k.spec.name, k.origin) for k in available()] == [
-        ("products", "built-in"),
-        ("orders", "built-in"),
         ("mine", f"entry point {user_module}:GOOD (user-mats)"),
+        ("orders", "entry point shop.orders:ORDERS (kafka-toolkit-shop)"),
+        ("products", "entry point shop.products:PRODUCTS (kafka-toolkit-shop)"),
     ]
+
+
+def test_an_event_materializer_without_a_fold_cannot_be_verified() -> None:
+    """Refused before Kafka is read: the toolkit knows no domain's fold of its own."""
+    from materializers.verify import verify
+
+    events = plan(kind="events", sequential=True, builtin_views=("cache",), fold=None)
+    with pytest.raises(BadMaterializer, match=r"has no fold.*Materializer\(fold=\.\.\.\)"):
+        verify(events)

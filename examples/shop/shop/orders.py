@@ -123,4 +123,6 @@ ORDERS = Materializer(
     decoder=lambda: transform,  # per batch: the writer schema ids differ
     sequential=True,
     current_table=False,
+    event_types=EVENT_TYPES,
+    fold=fold,
 )

@@ -5,7 +5,7 @@ Invariants:
 - lines are added and removed only while the order is a draft; a SKU appears at most once;
   quantity is 1..1000 and the unit price is non-negative (integer cents, never floats);
 - at most MAX_LINES lines; placing needs at least one line; a cancelled order accepts nothing.
-Events are Avro records whose schemas live in `examples/schemas/<event_type>.avsc`.
+Events are Avro records whose schemas live in `shop/schemas/<event_type>.avsc` (package data).
 """
 
 from __future__ import annotations
@@ -281,6 +281,6 @@ ORDER: Aggregate[OrderState] = Aggregate(
     state_type=OrderState,
     command_types=(CreateOrder, AddLine, RemoveLine, PlaceOrder, CancelOrder),
     event_types=(OrderCreated, LineAdded, LineRemoved, OrderPlaced, OrderCancelled),
-    schema_dir=files("eventstore.examples") / "schemas",
+    schema_dir=files("shop") / "schemas",
     domain_errors=DOMAIN_ERRORS,
 )
