@@ -37,11 +37,11 @@ from cdc.errors import (
     SpecError,
     WaitTimeout,
 )
-from cdc.failures import failure_cause
 from cdc.health import DEFAULT_RETAINED_WAL_WARN_BYTES, HealthReport, collect
 from cdc.preflight import PreflightReport, examine
 from cdc.registry_client import RegistryClient
 from cdc.render import event_json, jsonable
+from cdc.schema_refusal import explained_cause
 from cdc.slots import drop_slot
 from kafkakit.clients import make_consumer
 from kafkakit.errors import BadStartPosition, ToolkitError
@@ -294,7 +294,11 @@ def _status(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
         names = [args.name] if args.name else list(connect.list_connectors())
         statuses = [connect.status(n) for n in names]
         causes = {
-            s.name: failure_cause(s.failure_trace, connect.config(s.name)) for s in statuses if s.failed
+            s.name: explained_cause(
+                s.failure_trace, connect.config(s.name), pg_dsn=ep.pg_dsn, registry_url=ep.schema_registry_url
+            )
+            for s in statuses
+            if s.failed
         }
     if _wants_json(args):
         _emit(out, [_status_doc(s, causes.get(s.name)) for s in statuses])
@@ -431,6 +435,7 @@ def _health(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
             connect=connect,
             pg_dsn=ep.pg_dsn,
             bootstrap_servers=ep.kafka_bootstrap_servers,
+            registry_url=ep.schema_registry_url,
             threshold_bytes=args.warn_bytes,
             only=args.name,
         )

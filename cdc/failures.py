@@ -8,19 +8,31 @@ message at all, so they are named as such, with the registry URL the connector w
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 _REGISTRY_CLIENT = "io.apicurio.registry"
+_RULE_VIOLATION = "RuleViolationException"
 _REGISTRY_URL_KEYS = ("value.converter.apicurio.registry.url", "key.converter.apicurio.registry.url")
 
 
-def failure_cause(trace: str | None, config: Mapping[str, str]) -> str | None:
-    """The root cause of a failure trace, or None when there is no trace."""
+def failure_cause(
+    trace: str | None, config: Mapping[str, str], column_changes: Sequence[str] = ()
+) -> str | None:
+    """The root cause of a failure trace, or None when there is no trace. `column_changes`: what
+    `cdc.schema_refusal.explain` found behind a schema the registry's compatibility rule refused."""
     lines = [line.strip() for line in (trace or "").strip().splitlines() if line.strip()]
     if not lines:
         return None
     causes = [line.removeprefix("Caused by: ") for line in lines if line.startswith("Caused by: ")]
     root = causes[-1] if causes else lines[0]
+    if _RULE_VIOLATION in (trace or ""):
+        changed = f"; the table changed: {', '.join(column_changes)}" if column_changes else ""
+        return (
+            f"the schema registry refused the table's new schema under the subject's compatibility rule "
+            f"({root}){changed}; revert that change (e.g. restore the column's type, or give a new NOT "
+            "NULL column a default), or, if every consumer can take it, relax the subject's COMPATIBILITY "
+            "rule or move to a new topic; then `cdc restart <connector>`"
+        )
     if _REGISTRY_CLIENT in (trace or ""):
         url = next((config[k] for k in _REGISTRY_URL_KEYS if config.get(k)), "(not set)")
         return (

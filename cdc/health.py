@@ -18,7 +18,7 @@ import psycopg
 
 from cdc.connect_client import ConnectClient, ConnectorStatus
 from cdc.connector_spec import OVERSIZE_TRANSFORM, POSTGRES_CONNECTOR_CLASS
-from cdc.failures import failure_cause
+from cdc.schema_refusal import explained_cause
 from kafkakit.clients import make_consumer
 
 DEFAULT_RETAINED_WAL_WARN_BYTES = 1024**3
@@ -180,6 +180,7 @@ def collect(
     connect: ConnectClient,
     pg_dsn: str,
     bootstrap_servers: str,
+    registry_url: str,
     threshold_bytes: int = DEFAULT_RETAINED_WAL_WARN_BYTES,
     only: str | None = None,
 ) -> HealthReport:
@@ -206,7 +207,9 @@ def collect(
                 topic_ends=tuple(e for e in ends if e.topic != oversize_topic),
                 oversize_topic=oversize_topic,
                 oversize_records=sum(e.end_offset for e in ends if e.topic == oversize_topic),
-                failure_cause=failure_cause(status.failure_trace, config),
+                failure_cause=explained_cause(
+                    status.failure_trace, config, pg_dsn=pg_dsn, registry_url=registry_url
+                ),
             )
         )
     used = {c.slot_name for c in connectors}

@@ -8,10 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 from cdc_helpers import read_topic, unique, wait_until
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from cdc.cli import EXIT_FAILED, EXIT_REFUSED, EXIT_UNAVAILABLE, main
 from cdc.connect_client import ConnectClient, ConnectorStatus
@@ -249,3 +250,46 @@ def test_a_registry_the_connector_cannot_reach_fails_its_task_and_status_and_hea
     assert main(["health", spec.name, "--json", *_flags(stack)]) == EXIT_FAILED
     warnings = json.loads(capsys.readouterr().out)["warnings"]
     assert any("FAILED" in w and "registry at http://127.0.0.1:9/apis/registry/v2" in w for w in warnings)
+
+
+@pytest.mark.parametrize("connector_format", ["avro"], indirect=True)
+def test_a_column_change_the_registry_rule_refuses_fails_the_task_and_status_names_the_column(
+    stack: Any,
+    pg: psycopg.Connection[tuple[Any, ...]],
+    tables: list[str],
+    connectors: ConnectorFactory,
+    connect: ConnectClient,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An operator keeps the value subject BACKWARD compatible (consumers on the new schema read the
+    old records); `v` going from text to integer breaks that, so the registry refuses the new schema,
+    and no record after the change reaches the topic."""
+    table = _table_with_a_row(pg, tables, "compat")
+    spec = connectors.start(connectors.spec([table]))
+    topic = spec.topic_for(table)
+    read_topic(stack.kafka_bootstrap_servers, topic, until=lambda rs: len(rs) >= 1)
+    base = stack.schema_registry_url.split("/apis/")[0]
+    httpx.post(
+        f"{base}/apis/registry/v3/groups/default/artifacts/{topic}-value/rules",
+        json={"ruleType": "COMPATIBILITY", "config": "BACKWARD"},
+        timeout=10,
+    ).raise_for_status()
+    pg.execute(f"ALTER TABLE {table} ALTER COLUMN v TYPE integer USING length(v)")  # type: ignore[arg-type]
+    pg.execute(f"INSERT INTO {table} VALUES (2, 2)")  # type: ignore[arg-type]
+    wait_until(lambda: connect.status(spec.name), lambda s: s.failed, timeout=90)
+    capsys.readouterr()
+    flags = [*_flags(stack), "--registry-url", stack.schema_registry_url]
+    assert main(["status", spec.name, "--json", *flags]) == EXIT_FAILED
+    [doc] = json.loads(capsys.readouterr().out)
+    assert "refused the table's new schema under the subject's compatibility rule" in doc["cause"]
+    assert "the table changed: v TEXT -> INT4;" in doc["cause"]
+    assert main(["health", spec.name, "--json", *flags]) == EXIT_FAILED
+    warnings = json.loads(capsys.readouterr().out)["warnings"]
+    assert any("FAILED" in w and "v TEXT -> INT4" in w for w in warnings)
+    # the row written after the change is held back (Connect retries it after a restart), not lost
+    # and not written under a schema the rule refused
+    probe = Consumer({"bootstrap.servers": stack.kafka_bootstrap_servers, "group.id": unique("ends")})
+    try:
+        assert probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 1)
+    finally:
+        probe.close()
