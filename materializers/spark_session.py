@@ -1,4 +1,19 @@
-"""A SparkSession with the Kafka source, Avro and Delta jars taken from local files (no network).
+"""A SparkSession with the Kafka source, Avro and Delta, sized by its master.
+
+Where the Kafka source, Avro and Delta jars come from, first that applies (`locate_jars`):
+1. `MATERIALIZERS_SPARK_JARS`: jar files and/or folders of jars, comma-separated (a cluster's own copy,
+   or the folder `devstack fetch` fills);
+2. the toolkit's jar cache for the installed pyspark and delta-spark versions
+   (`$TOOLKIT_CACHE` or ~/.cache/kafka-toolkit, `spark-<pyspark>-delta-<delta>/jars`: what `devstack fetch`
+   writes), when it is there;
+3. otherwise Spark resolves their Maven coordinates itself (`spark.jars.packages`, through Ivy: Maven
+   Central, or the repositories your `spark.jars.repositories` / `spark.jars.ivySettings` name).
+Nothing is read from a source tree and nothing of the dev stack is imported: an installed wheel on a
+Spark host finds its jars the same way.
+
+Partitions follow the master: Spark's own `spark.default.parallelism` (the cores of `local[N]`, or of
+the cluster's executors) also sets the shuffle and Delta snapshot partitions, unless your Spark
+configuration (`spark-defaults.conf` under SPARK_CONF_DIR, or `spark.*` settings) sets them.
 
 A driver restarted after a crash is not serving views while its JVM loads Spark's, Delta's and Kafka's
 classes: measured on 2 busy cores, a session took 6.2-8.8 s to build and its first job 3.4-4.2 s. The
@@ -18,6 +33,7 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,40 +42,94 @@ from materializers.errors import MaterializerError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# Small-machine settings: a materializer's batches are small, so few partitions beat Spark's defaults
-# (200 shuffle partitions, 50 Delta snapshot partitions) that mostly schedule empty tasks.
 CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.default.parallelism": "2",
-    "spark.databricks.delta.snapshotPartitions": "2",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.driver.memory": "1g",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
 }
+# Spark's defaults (200 shuffle partitions, 50 Delta snapshot partitions) schedule mostly empty tasks
+# for a materializer's small batches; the master's parallelism is what the work can use.
+SIZED_BY_PARALLELISM = ("spark.sql.shuffle.partitions", "spark.databricks.delta.snapshotPartitions")
+ENV_SPARK_JARS = "MATERIALIZERS_SPARK_JARS"
+SCALA = "2.13"  # the only Scala pyspark 4 is built for
+KAFKA_SOURCE = "spark-sql-kafka-0-10"
 
 
-def jars() -> list[str]:
-    try:
-        from devstack.artifacts import spark_jars
-    except ImportError as exc:
+@dataclass(frozen=True, slots=True)
+class SparkJars:
+    """Jar files for `spark.jars`, or Maven coordinates for `spark.jars.packages` (see the module doc)."""
+
+    files: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()
+
+    def conf(self) -> dict[str, str]:
+        if self.files:
+            return {"spark.jars": ",".join(self.files)}
+        return {"spark.jars.packages": ",".join(self.packages)}
+
+
+def packages() -> tuple[str, ...]:
+    """The Maven coordinates matching the installed pyspark and delta-spark."""
+    from importlib.metadata import version
+
+    spark = version("pyspark")
+    return (
+        f"org.apache.spark:{KAFKA_SOURCE}_{SCALA}:{spark}",
+        f"org.apache.spark:spark-avro_{SCALA}:{spark}",
+        f"io.delta:delta-spark_{SCALA}:{version('delta-spark')}",
+    )
+
+
+def toolkit_cache(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get("TOOLKIT_CACHE") or Path.home() / ".cache" / "kafka-toolkit")
+
+
+def locate_jars(environ: Mapping[str, str] | None = None) -> SparkJars:
+    """Where this driver's Kafka source, Avro and Delta come from; MaterializerError for a setting
+    that names something missing."""
+    from importlib.metadata import version
+
+    env = os.environ if environ is None else environ
+    given = env.get(ENV_SPARK_JARS, "").strip()
+    if given:
+        return SparkJars(files=_named_jars(given))
+    cached = toolkit_cache(env) / f"spark-{version('pyspark')}-delta-{version('delta-spark')}" / "jars"
+    found = tuple(str(p) for p in sorted(cached.glob("*.jar")))
+    if any(KAFKA_SOURCE in Path(j).name for j in found):
+        return SparkJars(files=found)
+    return SparkJars(packages=packages())
+
+
+def _named_jars(given: str) -> tuple[str, ...]:
+    files: list[str] = []
+    for entry in (e.strip() for e in given.split(",") if e.strip()):
+        path = Path(entry)
+        if path.is_dir():
+            files += [str(p) for p in sorted(path.glob("*.jar"))]
+        elif path.is_file() and path.suffix == ".jar":
+            files.append(str(path))
+        else:
+            raise MaterializerError(
+                f"{ENV_SPARK_JARS} names {entry!r}, which is neither a .jar file nor a folder here; give the "
+                "jar files or folders of the Kafka source, Avro and Delta (`devstack fetch` fills one), or "
+                "unset it to let Spark fetch " + ", ".join(packages())
+            )
+    if not any(KAFKA_SOURCE in Path(f).name for f in files):
         raise MaterializerError(
-            "devstack is not importable, so the Kafka/Avro/Delta jars cannot be located; install the project "
-            "with `pip install -e .`"
-        ) from exc
-    found = [str(p) for p in spark_jars()]
-    if not any("spark-sql-kafka" in j for j in found):
-        raise MaterializerError("spark-sql-kafka jar missing from the Spark jar cache; run `make fetch`")
-    return found
+            f"{ENV_SPARK_JARS}={given!r} holds no {KAFKA_SOURCE} jar, so Spark has no Kafka source; add the "
+            f"folder with {', '.join(packages())} and their dependencies, or unset it"
+        )
+    return tuple(files)
 
 
 ENV_JVM_CACHE = "MATERIALIZERS_JVM_CACHE"
 
 
 def class_archive(jar_paths: Sequence[str], environ: Mapping[str, str] | None = None) -> Path | None:
-    """Where this installation's class archive lives (None: disabled), named after what it holds."""
+    """Where this installation's class archive lives (None: disabled), named after what it holds
+    (`jar_paths`: the jar files, or the Maven coordinates Spark resolves)."""
     env = os.environ if environ is None else environ
     where = env.get(ENV_JVM_CACHE, "")
     if where == "off":
@@ -70,7 +140,7 @@ def class_archive(jar_paths: Sequence[str], environ: Mapping[str, str] | None = 
     java = java or shutil.which("java") or "java"
     made_of = [*sorted(jar_paths), pyspark.__version__, os.path.realpath(java)]
     key = hashlib.sha256("\0".join(made_of).encode()).hexdigest()[:16]
-    root = Path(where) if where else Path.home() / ".cache" / "kafka-toolkit" / "jvm"
+    root = Path(where) if where else toolkit_cache(env) / "jvm"
     return root / f"spark-driver-{key}.jsa"
 
 
@@ -98,7 +168,8 @@ def warm_class_archive() -> Path | None:
     it instead of waiting for a driver's clean exit); the archive's path, or None when disabled."""
     import subprocess
 
-    archive = class_archive(jars())
+    located = locate_jars()
+    archive = class_archive(located.files or located.packages)
     if archive is None or archive.is_file():
         return archive
     script = (
@@ -137,10 +208,12 @@ def jit_options(environ: Mapping[str, str] | None = None) -> str:
 def build(master: str = "local[2]", app_name: str = "materializers") -> SparkSession:
     from pyspark.sql import SparkSession
 
-    jar_paths = jars()
-    builder = SparkSession.builder.master(master).appName(app_name).config("spark.jars", ",".join(jar_paths))
+    located = locate_jars()
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in located.conf().items():
+        builder = builder.config(key, value)
     options = [jit_options()]
-    archive = class_archive(jar_paths)
+    archive = class_archive(located.files or located.packages)
     if archive is not None:
         archive.parent.mkdir(parents=True, exist_ok=True)
         options.append(class_sharing_options(archive, now=time.time(), writer=os.getpid()))
@@ -154,4 +227,16 @@ def build(master: str = "local[2]", app_name: str = "materializers") -> SparkSes
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    size_by_parallelism(session)
     return session
+
+
+def size_by_parallelism(session: SparkSession) -> None:
+    """Shuffle and Delta snapshot partitions = the master's parallelism, unless configured. On a
+    cluster Spark counts the executors' cores registered so far (at least 2), so a driver that starts
+    before its workers does gets fewer partitions than cores: set them in spark-defaults.conf there."""
+    context = session.sparkContext
+    parallelism = str(max(1, context.defaultParallelism))
+    for key in SIZED_BY_PARALLELISM:
+        if not context.getConf().contains(key):
+            session.conf.set(key, parallelism)

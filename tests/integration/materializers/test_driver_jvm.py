@@ -1,10 +1,13 @@
-"""The driver's JVM runs with the options the session asked for (MATERIALIZERS_DRIVER_JIT)."""
+"""The driver's JVM runs with the options the session asked for (MATERIALIZERS_DRIVER_JIT), its jars
+where `locate_jars` found them, and partitions sized by the master, not by this machine."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+
+from materializers.spark_session import SIZED_BY_PARALLELISM, locate_jars
 
 pytestmark = pytest.mark.integration
 
@@ -13,3 +16,12 @@ def test_the_driver_jvm_compiles_with_c1_only_by_default(spark: Any) -> None:
     runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
     flags = [str(a) for a in runtime.getInputArguments()]
     assert "-XX:TieredStopAtLevel=1" in flags, flags
+
+
+def test_jars_come_from_the_located_files_and_partitions_follow_the_master(spark: Any) -> None:
+    located = locate_jars()
+    assert located.files, "the test stack's jars are fetched: the driver uses files, not Ivy"
+    assert spark.sparkContext.getConf().get("spark.jars") == ",".join(located.files)
+    # the fixture's master is local[2]: two cores, two partitions; nothing hard-wired
+    assert spark.sparkContext.defaultParallelism == 2
+    assert [spark.conf.get(key) for key in SIZED_BY_PARALLELISM] == ["2", "2"]
