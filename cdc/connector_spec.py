@@ -156,7 +156,9 @@ class HeartbeatSpec:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicSpec:
     partitions: int = 1
-    replication_factor: int = 1
+    # None: the cluster's `default.replication.factor` (Connect passes -1 to the broker), so a spec
+    # written on one broker keeps working on three, where the cluster's operators set RF 3.
+    replication_factor: int | None = None
     # The largest change record (bytes, as serialized); the topic and the connector's producer get it.
     max_message_bytes: int = CDC_MAX_RECORD_BYTES
     # A larger record: "route" sets it aside (a marker on <topic_prefix>.oversize), "fail" fails the task.
@@ -289,7 +291,7 @@ class ConnectorSpec:
             # Pin the format's converters instead of trusting the worker's defaults.
             **self._converters(),
             "topic.creation.default.partitions": str(self.topics.partitions),
-            "topic.creation.default.replication.factor": str(self.topics.replication_factor),
+            "topic.creation.default.replication.factor": str(self.topics.replication_factor or -1),
             "topic.creation.default.cleanup.policy": "compact",
             "topic.creation.default.max.message.bytes": str(self.topics.max_message_bytes),
             "producer.override.max.request.size": str(self.topics.max_message_bytes),
@@ -419,8 +421,12 @@ def _problems(spec: ConnectorSpec) -> list[str]:
         out.append(f"publication_name {spec.publication_name!r} must be 1-63 characters of [a-z0-9_]")
     if spec.snapshot_mode not in _SNAPSHOT_MODES:
         out.append(f"snapshot_mode {spec.snapshot_mode!r} is not one of {', '.join(_SNAPSHOT_MODES)}")
-    if spec.topics.partitions < 1 or spec.topics.replication_factor < 1:
-        out.append("topics.partitions and topics.replication_factor must be >= 1")
+    replication = spec.topics.replication_factor
+    if spec.topics.partitions < 1 or (replication is not None and replication < 1):
+        out.append(
+            "topics.partitions and topics.replication_factor must be >= 1 (leave replication_factor out "
+            "for the cluster's default.replication.factor)"
+        )
     if not 1024 <= spec.topics.max_message_bytes <= BROKER_REQUEST_CEILING_BYTES:
         out.append(
             f"topics.max_message_bytes {spec.topics.max_message_bytes} must be between 1024 and "
@@ -485,7 +491,7 @@ def _nested(cls: type[Any], doc: Any, where: str) -> Any:
         raise SpecError(f"{where}: {exc}") from exc
 
 
-_SIMPLE_TYPES: dict[str, type] = {"str": str, "int": int, "bool": bool}
+_SIMPLE_TYPES: dict[str, type] = {"str": str, "int": int, "bool": bool, "int | None": int}
 
 
 def _str_list(value: Any, where: str) -> list[str]:

@@ -37,6 +37,7 @@ def start_processor(config: StoreConfig, log_file: Path, instance: str = "demo-1
     env_flags = [
         "--name", config.name, "--bootstrap-servers", config.bootstrap_servers,
         "--schema-registry-url", config.schema_registry_url, "--partitions", str(config.partitions),
+        "--aggregate", "shop.order:ORDER",
     ]  # fmt: skip
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("ab") as out:

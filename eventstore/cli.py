@@ -24,10 +24,12 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import signal
 import socket
 import sys
 from collections.abc import Sequence
+from contextlib import closing
 from dataclasses import asdict
 from types import FrameType
 from typing import Any
@@ -42,13 +44,14 @@ from eventstore.config import StoreConfig
 from eventstore.envelope import EventEnvelope
 from eventstore.migration import Step, migrate
 from eventstore.records import from_record, to_record
-from eventstore.replay import dumps
+from eventstore.registry import HttpRegistry
+from eventstore.replay import as_json, dumps, read_records, replay_to_topic
 from eventstore.store import EventStore
 from kafkakit.errors import BadStartPosition, ConfigError
 from kafkakit.logs import configure_cli_logging
 from kafkakit.positions import parse_partition_offsets, parse_start, parse_timestamp
 
-DEFAULT_AGGREGATE = "shop.order:ORDER"
+ENV_AGGREGATE = "EVENTSTORE_AGGREGATE"
 EXIT = {
     errors.WrongExpectedVersion: 3,
     errors.DomainError: 4,
@@ -89,7 +92,16 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--schema-registry-url", help="Confluent-compatible registry URL (env SCHEMA_REGISTRY_URL)"
     )
     p.add_argument("--partitions", type=int, help="partitions per store topic (env EVENTSTORE_PARTITIONS)")
-    p.add_argument("--aggregate", default=DEFAULT_AGGREGATE, help="module:attribute of the Aggregate")
+    p.add_argument(
+        "--replication-factor",
+        type=int,
+        help="replicas per store topic (env EVENTSTORE_REPLICATION_FACTOR; default: the cluster's "
+        "default.replication.factor)",
+    )
+    p.add_argument(
+        "--aggregate",
+        help=f"module:attribute of your Aggregate, e.g. mypkg.orders:ORDER (env {ENV_AGGREGATE})",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
 
@@ -168,6 +180,7 @@ def _config(args: argparse.Namespace) -> StoreConfig:
         bootstrap_servers=args.bootstrap_servers,
         schema_registry_url=args.schema_registry_url,
         partitions=args.partitions,
+        replication_factor=args.replication_factor,
         snapshot_every=getattr(args, "snapshot_every", None),
         rebuild_window=getattr(args, "rebuild_window", None),
         transaction_timeout_ms=getattr(args, "transaction_timeout_ms", None),
@@ -176,6 +189,11 @@ def _config(args: argparse.Namespace) -> StoreConfig:
 
 
 def load_aggregate(spec: str) -> Aggregate[Any]:
+    if not spec:
+        raise ConfigError(
+            f"no aggregate named: give --aggregate module:attribute (e.g. mypkg.orders:ORDER) or set "
+            f"{ENV_AGGREGATE}; the store's commands, events and schemas are the aggregate's"
+        )
     module, _, attr = spec.partition(":")
     try:
         found = getattr(importlib.import_module(module), attr)
@@ -300,7 +318,10 @@ def cmd_subscribe(args: argparse.Namespace, store: EventStore[Any]) -> int:
     return 0
 
 
-def cmd_replay(args: argparse.Namespace, store: EventStore[Any]) -> int:
+def cmd_replay(args: argparse.Namespace, config: StoreConfig) -> int:
+    """Replay copies or prints records of any topic: it needs no aggregate (bytes are copied as they
+    are, values printed with their writer schema from the registry)."""
+    topic = args.topic or config.events_topic
     start = (
         parse_partition_offsets(args.from_offset)
         if args.from_offset
@@ -310,15 +331,17 @@ def cmd_replay(args: argparse.Namespace, store: EventStore[Any]) -> int:
     if args.until_offset:
         until = {p: n for _, p, n in parse_partition_offsets(args.until_offset).by_partition}
     if args.to_stdout:
-        for record in store.dump(start, topic=args.topic, until=until):
-            print(dumps(record), flush=True)
+        with closing(HttpRegistry(config.schema_registry_url)) as registry:
+            for msg in read_records(config.bootstrap_servers, topic, start, until):
+                print(dumps(as_json(msg, registry)), flush=True)
         return 0
     with Progress(console=err, disable=args.json) as progress:
-        task = progress.add_task(f"{args.topic} -> {args.to_topic}", total=None)
-        report = store.replay(
+        task = progress.add_task(f"{topic} -> {args.to_topic}", total=None)
+        report = replay_to_topic(
+            config.bootstrap_servers,
+            topic,
             start,
-            topic=args.topic,
-            to_topic=args.to_topic,
+            args.to_topic,
             until=until,
             on_batch=lambda n: progress.advance(task, n),
         )
@@ -408,7 +431,6 @@ COMMANDS = {
     "execute": cmd_execute,
     "read": cmd_read,
     "subscribe": cmd_subscribe,
-    "replay": cmd_replay,
     "schemas": cmd_schemas,
 }
 
@@ -425,7 +447,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # librdkafka's INFO lines stay off stderr even with --verbose; its warnings show (kafkakit.logs).
     configure_cli_logging(logging.INFO if args.verbose else logging.WARNING)
     try:
-        with EventStore(_config(args), load_aggregate(args.aggregate)) as store:
+        if args.cmd == "replay":
+            return cmd_replay(args, _config(args))
+        aggregate = load_aggregate(args.aggregate or os.environ.get(ENV_AGGREGATE, ""))
+        with EventStore(_config(args), aggregate) as store:
             return COMMANDS[args.cmd](args, store)
     except (errors.EventStoreError, BadStartPosition, ConfigError) as exc:
         if args.json:

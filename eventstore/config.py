@@ -26,6 +26,8 @@ class StoreConfig:
     bootstrap_servers: str = Endpoints().kafka_bootstrap_servers
     schema_registry_url: str = Endpoints().schema_registry_url
     partitions: int = 6
+    # None: the cluster's default.replication.factor (the brokers' min.insync.replicas applies too)
+    replication_factor: int | None = None
     snapshot_every: int = 50
     # A takeover reads about this many event records per partition beyond the snapshots: streams that
     # pin older offsets get a fresh snapshot (takeover.py). 0 disables those extra snapshots.
@@ -39,9 +41,14 @@ class StoreConfig:
             raise EventStoreError(
                 f"store name {self.name!r} is not a valid topic prefix; use letters, digits, '.', '_', '-'"
             )
-        if self.partitions < 1 or self.snapshot_every < 0 or self.rebuild_window < 0:
+        if (
+            self.partitions < 1
+            or (self.replication_factor is not None and self.replication_factor < 1)
+            or self.snapshot_every < 0
+            or self.rebuild_window < 0
+        ):
             raise EventStoreError(
-                "partitions must be >= 1, snapshot_every >= 0 (0 disables snapshots) and "
+                "partitions and replication_factor must be >= 1, snapshot_every >= 0 (0 disables snapshots) and "
                 "rebuild_window >= 0 (0: no extra snapshots for idle streams)"
             )
 
@@ -56,6 +63,7 @@ class StoreConfig:
         for attr, name, kind in (
             ("name", "EVENTSTORE_NAME", str),
             ("partitions", "EVENTSTORE_PARTITIONS", int),
+            ("replication_factor", "EVENTSTORE_REPLICATION_FACTOR", int),
             ("snapshot_every", "EVENTSTORE_SNAPSHOT_EVERY", int),
             ("rebuild_window", "EVENTSTORE_REBUILD_WINDOW", int),
             ("transaction_timeout_ms", "EVENTSTORE_TRANSACTION_TIMEOUT_MS", int),
@@ -81,7 +89,11 @@ class StoreConfig:
             "EVENTSTORE_TRANSACTION_TIMEOUT_MS": str(self.transaction_timeout_ms),
             "EVENTSTORE_REPLY_TIMEOUT_S": str(self.reply_timeout_s),
         }
-        return env | ({"EVENTSTORE_DLQ_TOPIC": self.dlq_topic} if self.dlq_topic else {})
+        optional = {
+            "EVENTSTORE_DLQ_TOPIC": self.dlq_topic,
+            "EVENTSTORE_REPLICATION_FACTOR": self.replication_factor,
+        }
+        return env | {k: str(v) for k, v in optional.items() if v}
 
     def with_overrides(self, **flags: Any) -> StoreConfig:
         """Apply CLI flags (None = not given) over env and defaults."""

@@ -62,9 +62,10 @@ def _ensure_destination(bootstrap: str, src: str, dst: str, consumer: Consumer) 
                 "per-partition order needs at least as many — use a new destination topic"
             )
         return
-    config = {"min.insync.replicas": "1", "retention.ms": "-1"}
+    config = {"retention.ms": "-1"}
     with admin_client({"bootstrap.servers": bootstrap}) as admin:
-        for future in admin.create_topics([NewTopic(dst, src_parts, 1, config=config)]).values():
+        # -1: the cluster's default.replication.factor, as the store's own topics
+        for future in admin.create_topics([NewTopic(dst, src_parts, -1, config=config)]).values():
             try:
                 future.result()
             except KafkaException as exc:

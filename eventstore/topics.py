@@ -18,7 +18,11 @@ from eventstore.config import StoreConfig
 from eventstore.errors import TopicSetupError
 from kafkakit.clients import admin_client
 
-SINGLE_BROKER = {"min.insync.replicas": "1"}
+# Replication and min.insync.replicas are the cluster's (`default.replication.factor`,
+# `min.insync.replicas` on the brokers) unless the store's config names a replication factor: a store
+# initialised on one broker and one on three then need no different code, and a per-topic
+# min.insync.replicas=1 can never weaken a cluster's durability.
+BROKER_DEFAULT = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +67,9 @@ def partition_for(stream_id: str, partitions: int) -> int:
 
 def specs(config: StoreConfig) -> tuple[TopicSpec, ...]:
     n = config.partitions
-    append_only = {"cleanup.policy": "delete", "retention.ms": "-1", **SINGLE_BROKER}
-    compacted = {"cleanup.policy": "compact", **SINGLE_BROKER}
-    transient = {"cleanup.policy": "delete", "retention.ms": str(7 * 24 * 3600 * 1000), **SINGLE_BROKER}
+    append_only = {"cleanup.policy": "delete", "retention.ms": "-1"}
+    compacted = {"cleanup.policy": "compact"}
+    transient = {"cleanup.policy": "delete", "retention.ms": str(7 * 24 * 3600 * 1000)}
     dlq = (TopicSpec(config.dlq_topic, 1, append_only, per_stream=False),) if config.dlq_topic else ()
     return (
         *dlq,
@@ -88,9 +92,10 @@ def ensure_topics(config: StoreConfig, timeout: float = 30.0) -> list[tuple[str,
             ) from exc
         wanted = specs(config)
         missing = [s for s in wanted if s.name not in existing]
+        replication = config.replication_factor or BROKER_DEFAULT
         futures = (
             admin.create_topics(
-                [NewTopic(s.name, s.partitions, 1, config=s.config) for s in missing],
+                [NewTopic(s.name, s.partitions, replication, config=s.config) for s in missing],
                 operation_timeout=timeout,
             )
             if missing

@@ -151,7 +151,8 @@ def ensure_topic(bootstrap: str, topic: str) -> None:
         try:
             # A dead letter carries its source record whole: the topic takes records as large as CDC's.
             config = {"max.message.bytes": str(DEAD_LETTER_MAX_RECORD_BYTES)}
-            admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(timeout=30)
+            # -1: the cluster's default.replication.factor
+            admin.create_topics([NewTopic(topic, 1, -1, config=config)])[topic].result(timeout=30)
         except KafkaException as exc:
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise SourceUnavailable(f"cannot create dead-letter topic {topic!r}: {exc}") from exc

@@ -21,12 +21,12 @@ from kafkakit.clients import make_admin
 class TopicFactory:
     """`topics("orders", partitions=3)` -> a new topic's name; `close()` deletes what it made.
 
-    `bootstrap_servers`: the broker, as the caller reaches it. `replication_factor`: 1 suits a
-    one-broker test stack; raise it for a cluster whose `min.insync.replicas` is higher.
+    `bootstrap_servers`: the broker, as the caller reaches it. `replication_factor`: default -1, the
+    cluster's `default.replication.factor` (1 on the one-broker stack, 3 on a cluster set up so).
     """
 
     def __init__(
-        self, bootstrap_servers: str, *, replication_factor: int = 1, timeout_s: float = 30.0
+        self, bootstrap_servers: str, *, replication_factor: int = -1, timeout_s: float = 30.0
     ) -> None:
         self._admin = make_admin({"bootstrap.servers": bootstrap_servers})
         self._replication_factor = replication_factor

@@ -10,7 +10,7 @@ from shop.order import ORDER
 
 
 def cli_env(config: StoreConfig) -> dict[str, str]:
-    return {**os.environ, **config.as_env()}
+    return {**os.environ, **config.as_env(), "EVENTSTORE_AGGREGATE": "shop.order:ORDER"}
 
 
 def contention_worker(args: tuple[StoreConfig, int, int, tuple[str, ...], int]) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from eventstore.errors import (
     OutcomeUnknown,
     SchemaIncompatible,
     SchemaViolation,
+    TopicSetupError,
     UndecodableRecord,
     WrongExpectedVersion,
 )
@@ -220,3 +221,27 @@ def test_clients_sharing_a_reply_partition_keep_only_their_own_outcomes(
         assert mine.status == "ok" and mine.stream_id == "order-share-b"
         assert b._arrived == {} and b._awaited == set()
         assert a._arrived == {} and a._awaited == set()
+
+
+def test_topics_take_the_clusters_replication_and_an_impossible_one_is_refused(store: StoreConfig) -> None:
+    """No per-topic override weakens or strengthens what the brokers' operators set; a replication
+    factor named in the config that the cluster cannot hold is refused with Kafka's reason."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": store.bootstrap_servers})
+    cluster = admin.list_topics(timeout=10)
+    brokers = len(cluster.brokers)
+    broker = ConfigResource(ConfigResource.Type.BROKER, str(next(iter(cluster.brokers))))
+    default_rf = int(
+        admin.describe_configs([broker])[broker].result(timeout=10)["default.replication.factor"].value
+    )
+    meta = admin.list_topics(store.events_topic, timeout=10).topics[store.events_topic]
+    assert {len(p.replicas) for p in meta.partitions.values()} == {default_rf}
+    resource = ConfigResource(ConfigResource.Type.TOPIC, store.events_topic)
+    found = admin.describe_configs([resource])[resource].result(timeout=10)
+    assert found["min.insync.replicas"].source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    too_many = replace(store, name=f"{store.name}-rf", replication_factor=brokers + 1)
+    with pytest.raises(TopicSetupError, match=r"creating topic .*-rf\.\w+ failed: .*[Rr]eplication factor"):
+        ensure_topics(too_many)
+    left = admin.list_topics(timeout=10).topics
+    assert not [t for t in left if t.startswith(f"{too_many.name}.")]  # nothing half-created

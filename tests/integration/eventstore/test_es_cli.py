@@ -30,6 +30,8 @@ def flags(config: StoreConfig) -> list[str]:
         config.schema_registry_url,
         "--partitions",
         str(config.partitions),
+        "--aggregate",
+        "shop.order:ORDER",
         "--json",
     ]
 

@@ -287,3 +287,17 @@ def test_bad_formats_are_refused_with_the_fix(over: dict[str, object], message: 
 def test_the_deprecated_schemaless_extra_still_works_on_the_default_format() -> None:
     config = ConnectorSpec.from_mapping({**_BASE, "extra": dict(SCHEMALESS_JSON)}).to_config()
     assert config["value.converter.schemas.enable"] == "false"
+
+
+def test_replication_follows_the_cluster_unless_the_spec_names_it(tmp_path: Path) -> None:
+    """Left out, Connect asks the broker for its default.replication.factor (-1): the same spec works
+    on one broker and on three."""
+    base = YAML.replace("topics: {partitions: 3, replication_factor: 2}\n", "")
+    cluster = ConnectorSpec.from_file(_write(tmp_path, "c.yaml", base)).to_config()
+    assert cluster["topic.creation.default.replication.factor"] == "-1"
+    named = ConnectorSpec.from_file(_write(tmp_path, "n.yaml", YAML)).to_config()
+    assert named["topic.creation.default.replication.factor"] == "2"
+    for bad, message in (("0", "replication_factor must be >= 1"), ('"3"', "must be int | None")):
+        text = base + f"topics: {{replication_factor: {bad}}}\n"
+        with pytest.raises(SpecError, match=message):
+            ConnectorSpec.from_file(_write(tmp_path, "bad.yaml", text))

@@ -15,7 +15,8 @@ OFFLINE = ["--bootstrap-servers", "127.0.0.1:1", "--schema-registry-url", "http:
 
 
 def run(capsys: Any, *argv: str) -> tuple[int, dict[str, Any], str]:
-    code = main([*argv, *OFFLINE])
+    aggregate = [] if "--aggregate" in argv else ["--aggregate", "shop.order:ORDER"]
+    code = main([*argv, *OFFLINE, *aggregate])
     captured = capsys.readouterr()
     return code, json.loads(captured.out.splitlines()[-1]), captured.err
 
@@ -53,6 +54,15 @@ def test_schema_violation_names_the_field(capsys: Any, data: dict[str, Any], fie
 def test_unknown_aggregate_says_how_to_write_it(capsys: Any) -> None:
     code, doc, _ = run(capsys, "schemas", "list", "--aggregate", "nowhere.module:THING")
     assert code == 2 and "write module:attribute" in doc["message"]
+
+
+def test_no_aggregate_named_says_how_to_name_one(capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The toolkit has no domain of its own: a store without an aggregate is refused, not defaulted."""
+    monkeypatch.delenv("EVENTSTORE_AGGREGATE", raising=False)
+    code = main(["schemas", "list", *OFFLINE])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 2 and "give --aggregate module:attribute" in doc["message"]
+    assert "EVENTSTORE_AGGREGATE" in doc["message"]
 
 
 def test_bad_start_position_is_a_usage_error(capsys: Any) -> None:

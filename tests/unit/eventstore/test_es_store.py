@@ -105,7 +105,18 @@ def test_not_an_aggregate_is_refused() -> None:
 
 
 def test_the_cli_refuses_an_empty_registry_url_before_touching_a_service(capsys: Any) -> None:
-    code = main(["init", "--bootstrap-servers", "127.0.0.1:1", "--schema-registry-url", " ", "--json"])
+    code = main(
+        [
+            "init",
+            "--bootstrap-servers",
+            "127.0.0.1:1",
+            "--schema-registry-url",
+            " ",
+            "--aggregate",
+            "shop.order:ORDER",
+            "--json",
+        ]
+    )
     doc = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert code == 2 and doc["error"] == "StoreConfigError"
     assert "set SCHEMA_REGISTRY_URL" in doc["message"]
@@ -121,3 +132,16 @@ def test_register_schemas_registers_the_subjects_of_the_store() -> None:
     expected = {s for subjects in names.current.values() for s in subjects}
     assert {r.subject for r in reports} == set(registry.subjects()) == expected
     assert {r.status for r in store.register_schemas()} == {"unchanged"}
+
+
+def test_replication_is_the_clusters_unless_named() -> None:
+    from eventstore.errors import EventStoreError
+
+    assert (
+        StoreConfig().replication_factor is None
+        and "EVENTSTORE_REPLICATION_FACTOR" not in StoreConfig().as_env()
+    )
+    named = StoreConfig.from_env({"EVENTSTORE_REPLICATION_FACTOR": "3"})
+    assert named.replication_factor == 3 and StoreConfig.from_env(named.as_env()) == named
+    with pytest.raises(EventStoreError, match="replication_factor must be >= 1"):
+        StoreConfig(replication_factor=0)
