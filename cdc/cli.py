@@ -240,7 +240,10 @@ def _validate(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
     if problems:
         _print_field_errors(out, problems, f"connector {spec.name!r} is invalid")
     else:
-        out.print(f"connector {spec.name!r} is valid" + (" (see the warnings above)" if warnings else ""))
+        out.print(
+            f"connector {escape(repr(spec.name))} is valid"
+            + (" (see the warnings above)" if warnings else "")
+        )
     return EXIT_OK if not problems else EXIT_REFUSED
 
 
@@ -269,7 +272,9 @@ def _apply(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
             },
         )
     else:
-        out.print(f"connector {spec.name!r} {verb}" + (f", {status.state}" if status else ""))
+        out.print(
+            f"connector {escape(repr(spec.name))} {verb}" + (f", {escape(status.state)}" if status else "")
+        )
     return EXIT_OK
 
 
@@ -318,13 +323,15 @@ def _print_status(out: Console, statuses: Sequence[ConnectorStatus], causes: dic
     for s in statuses:
         tasks = ", ".join(f"{t.id}:{t.state}" for t in s.tasks) or "-"
         style = "red" if s.failed else ("green" if s.running else "yellow")
-        table.add_row(s.name, f"[{style}]{s.state}[/{style}]", tasks, s.worker_id)
+        table.add_row(
+            escape(s.name), f"[{style}]{escape(s.state)}[/{style}]", escape(tasks), escape(s.worker_id)
+        )
     out.print(table)
     for s in statuses:
         if s.failed:
             if causes.get(s.name):
-                out.print(f"[red]{s.name} failed:[/red] {escape(str(causes[s.name]))}")
-            out.print(f"[red]{s.name} failure trace:[/red]")
+                out.print(f"[red]{escape(s.name)} failed:[/red] {escape(str(causes[s.name]))}")
+            out.print(f"[red]{escape(s.name)} failure trace:[/red]")
             out.print(s.failure_trace or "(no trace reported)", markup=False)
 
 
@@ -344,7 +351,7 @@ def _simple(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
     if _wants_json(args):
         _emit(out, {"connector": args.name, "action": args.command, "ok": True})
     else:
-        out.print(f"{args.command}: {args.name} ok")
+        out.print(f"{args.command}: {escape(args.name)} ok")
     return EXIT_OK
 
 
@@ -455,9 +462,11 @@ def _print_health(out: Console, report: HealthReport) -> None:
         retained = "-" if c.slot is None or c.slot.retained_bytes is None else f"{c.slot.retained_bytes} B"
         active = "-" if c.slot is None else str(c.slot.active)
         aside = "-" if c.oversize_topic is None else str(c.oversize_records)
-        table.add_row(c.name, c.status.state, c.slot_name, active, retained, aside, ends)
+        table.add_row(
+            *(escape(v) for v in (c.name, c.status.state, c.slot_name, active, retained, aside, ends))
+        )
     for s in report.orphan_slots:
-        table.add_row("(none)", "-", s.slot_name, str(s.active), f"{s.retained_bytes} B", "-", "-")
+        table.add_row("(none)", "-", escape(s.slot_name), str(s.active), f"{s.retained_bytes} B", "-", "-")
     out.print(table)
     for w in report.warnings:
         out.print(f"[yellow]warning:[/yellow] {escape(w)}")

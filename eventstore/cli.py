@@ -35,6 +35,7 @@ from types import FrameType
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
@@ -209,7 +210,7 @@ def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) ->
     for column in columns:
         table.add_column(column)
     for row in rows:
-        table.add_row(*(str(c) for c in row))
+        table.add_row(*(escape(str(c)) for c in row))  # stream ids and data are not markup
     out.print(table)
 
 
@@ -455,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (errors.EventStoreError, BadStartPosition, ConfigError) as exc:
         if args.json:
             print(json.dumps({"error": type(exc).__name__, "message": str(exc), **_details(exc)}))
-        err.print(f"[red]{type(exc).__name__}[/]: {exc}")
+        err.print(f"[red]{type(exc).__name__}[/]: {escape(str(exc))}")
         return exit_code(exc)
 
 

@@ -90,3 +90,10 @@ def test_a_store_still_under_the_old_subjects_exits_7() -> None:
         "run eventstore schemas migrate", store="s", subjects=("s-order.created",)
     )
     assert exit_code(refused) == 7
+
+
+def test_text_from_the_outside_is_printed_as_is_not_as_markup(capsys: Any) -> None:
+    """Rich would read `[/x]` in a message as a closing tag (and fail) or `[bold]` as style."""
+    code = main(["schemas", "list", *OFFLINE[:-1], "--aggregate", "no[/x]where.mod:[bold]T"])
+    err = capsys.readouterr().err
+    assert code == 2 and "'no[/x]where.mod:[bold]T'" in err
