@@ -21,7 +21,7 @@ import io
 import logging
 import tarfile
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
@@ -39,7 +39,13 @@ from testcontainers.core.wait_strategies import HttpWaitStrategy
 from testcontainers.core.waiting_utils import WaitStrategy, WaitStrategyTarget
 
 from devstack import probes
-from devstack.artifacts import Artifacts, cache_root, fetch_toolkit_plugins
+from devstack.artifacts import (
+    APICURIO_CONVERTER_FOLDER,
+    Artifacts,
+    cache_root,
+    fetch_apicurio_converter,
+    fetch_toolkit_plugins,
+)
 from devstack.config import free_port
 from devstack.errors import PrerequisiteMissing, ServiceNotReady, StackError
 from devstack.pins import Pins
@@ -337,17 +343,23 @@ def _http_url(container: DockerContainer, port: int) -> str:
 
 # Debezium's image loads every folder under /kafka/connect as a plugin.
 TOOLKIT_PLUGIN_MOUNT = "/kafka/connect/kafka-toolkit-oversize-router"
+AVRO_CONVERTER_MOUNT = f"/kafka/connect/{APICURIO_CONVERTER_FOLDER}"
 
 
-def _toolkit_plugin(pins: Pins) -> str:
-    """The toolkit's Connect plugin (OversizeRouter), built into the artefact cache, to mount."""
+def connect_plugins(pins: Pins) -> dict[str, str]:
+    """Host folder -> mount point of the plugins the image lacks: the toolkit's OversizeRouter and
+    Apicurio's Avro converter (`format: avro`), built or fetched into the artefact cache."""
     arts = Artifacts(cache_root(), pins)
     fetch_toolkit_plugins(arts)
-    return str(arts.toolkit_plugins / "kafka-toolkit-oversize-router")
+    fetch_apicurio_converter(arts)
+    return {
+        str(arts.toolkit_plugins / "kafka-toolkit-oversize-router"): TOOLKIT_PLUGIN_MOUNT,
+        str(arts.apicurio_converter_plugins / APICURIO_CONVERTER_FOLDER): AVRO_CONVERTER_MOUNT,
+    }
 
 
 def _define(
-    images: Images, network: Network, timeout: int, toolkit_plugin: str
+    images: Images, network: Network, timeout: int, plugins: Mapping[str, str]
 ) -> tuple[list[RunningService], Callable[[], Endpoints]]:
     """The five containers (configured, not started) with their probes, and their host endpoints."""
 
@@ -363,11 +375,9 @@ def _define(
     )
     redis = RedisContainer(images.redis).with_command(REDIS_COMMAND)
     registry = DockerContainer(images.registry).with_envs(**registry_env())
-    connect = (
-        DockerContainer(images.connect)
-        .with_envs(**connect_env())
-        .with_volume_mapping(toolkit_plugin, TOOLKIT_PLUGIN_MOUNT, "ro")
-    )
+    connect = DockerContainer(images.connect).with_envs(**connect_env())
+    for host_folder, mount in plugins.items():
+        connect = connect.with_volume_mapping(host_folder, mount, "ro")
     kafka_ready = HostProbe("Kafka metadata request", lambda: probes.kafka(kafka.get_bootstrap_server(), 3.0))
     kafka = ApacheKafkaContainer(images.kafka, free_port(), kafka_ready.with_startup_timeout(timeout))
     kafka.with_network(network).with_network_aliases(KAFKA_ALIAS)
@@ -413,9 +423,10 @@ def start_container_stack(*, pins: Pins | None = None, ready_timeout_s: float = 
             "or run the services as local processes with `make up`"
         )
     pins = pins or Pins.load()
-    plugin = _toolkit_plugin(pins)
     network = Network().create()
-    services, endpoints_of = _define(Images.from_pins(pins), network, int(ready_timeout_s), plugin)
+    services, endpoints_of = _define(
+        Images.from_pins(pins), network, int(ready_timeout_s), connect_plugins(pins)
+    )
     started: list[DockerContainer] = []
     try:
         for service in services:

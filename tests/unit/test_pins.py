@@ -154,6 +154,16 @@ def check_connect(pyproject: Doc, compose: Doc) -> list[str]:
     return _mismatches("docker/compose.yaml connect", wanted, env, fix)
 
 
+def check_avro_converter(pyproject: Doc, compose: Doc) -> list[str]:
+    """Connect mounts Apicurio's converter at the pinned version where containers.py mounts it."""
+    folder = f"apicurio-converter-{pins_of(pyproject)['apicurio_converter']}/plugins/"
+    wanted = f"{folder}{containers.APICURIO_CONVERTER_FOLDER}:{containers.AVRO_CONVERTER_MOUNT}:ro"
+    volumes = [str(v) for v in (service(compose, "quay.io/debezium/connect") or {}).get("volumes") or []]
+    if any(v.endswith(wanted) for v in volumes):
+        return []
+    return [f"docker/compose.yaml: connect mounts no ...{wanted} (format: avro needs it); {FIX_COMPOSE}"]
+
+
 def endpoint_ports() -> dict[str, int]:
     """The host ports of `Endpoints()` defaults, by image repository."""
     e = Endpoints()
@@ -221,6 +231,7 @@ CHECKS: dict[str, Check] = {
     "ports match Endpoints defaults": check_ports,
     "pyspark and delta-spark match the pins": check_python_pins,
     "containers.py matches compose": check_containers_module,
+    "connect mounts the Avro converter": check_avro_converter,
 }
 
 
@@ -290,6 +301,7 @@ DRIFTS: dict[str, tuple[str, Edit, str]] = {
         "pins pyspark==0.0.1",
     ),
     "delta pin": ("pyproject", _pin("delta", "0.0.1"), "delta = '0.0.1'"),
+    "avro converter pin": ("pyproject", _pin("apicurio_converter", "0.0.1"), "connect mounts no"),
 }
 
 
