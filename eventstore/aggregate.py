@@ -39,46 +39,49 @@ def schema_version(cls: type) -> int:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Aggregate(Generic[S]):
-    """One aggregate type: its decider, its record classes and where their Avro schemas live.
+    """One aggregate type: its decider, its record classes and where their Avro schemas live. What a
+    user supplies to `EventStore`: the decider stays pure (no I/O), so the store can replay it on any
+    processor and unit tests need no services.
 
     Parameters:
         name: the aggregate's name, the prefix of its stream ids by convention (`order-42`).
-        initial_state: the state of a stream before its first event.
-        decide: `decide(command, state) -> events`, pure; raises a `DomainError` subclass to refuse.
-        evolve: `evolve(state, event) -> state`, pure; folds one event into the state.
-        stream_id: the stream a command addresses, e.g. `lambda c: f"order-{c.order_id}"`.
+        initial_state: the state of a stream before its first event (`load` of a new stream).
+        decide: `decide(command, state) -> events`, pure; raises a `DomainError` subclass to refuse,
+            and then nothing is appended (any other exception refuses the command too, as
+            `decider_crashed`, rather than blocking its partition). An empty sequence accepts the
+            command and appends nothing.
+        evolve: `evolve(state, event) -> state`, pure; folds one event into the state. It should
+            return the state unchanged for an event type it does not know, so an older processor
+            tolerates a newer, additive event.
+        stream_id: the stream a command addresses, e.g. `lambda c: f"order-{c.order_id}"`; the stream
+            picks the partition, so all of a stream's commands meet one processor.
         state_type: the state's dataclass (snapshots store it with its own schema).
-        command_types, event_types: the record classes; each declares a stable `command_type` or
-            `event_type` string (never an import path) and a `schema_version`.
+        command_types: the command classes; each declares a stable `command_type` string (never an
+            import path: stored data must survive a module move) and a `schema_version`.
+        event_types: the event classes, each with a stable `event_type` and a `schema_version`.
         schema_dir: the folder (a `Path` or `importlib.resources.files(...)`) holding one Avro schema
             `<type string>.avsc` per command, event and state type; `EventStore` refuses an aggregate
             with a file missing, before anything is written.
         domain_errors: the `DomainError` subclasses `decide` raises, so clients get them back typed
-            (matched by their `code`).
+            (matched by their `code`); default () (clients get a plain `DomainError`).
 
-    Example (schemas in `myshop/schemas/`: `cart.create.avsc`, `cart.created.avsc`, `cart.state.avsc`):
+    Raises:
+        SchemaNotFound: a record class declares none of `command_type`, `event_type`, `state_type`.
 
-        >>> @dataclass(frozen=True, slots=True, kw_only=True)
-        ... class CreateCart:
-        ...     command_type: ClassVar[str] = "cart.create"
-        ...     cart_id: str
-        >>> @dataclass(frozen=True, slots=True, kw_only=True)
-        ... class CartCreated:
-        ...     event_type: ClassVar[str] = "cart.created"
-        ...     cart_id: str
-        >>> @dataclass(frozen=True, slots=True, kw_only=True)
-        ... class Cart:
-        ...     state_type: ClassVar[str] = "cart.state"
-        ...     exists: bool = False
-        >>> def decide(command: CreateCart, state: Cart) -> tuple[CartCreated, ...]:
-        ...     if state.exists:
-        ...         raise DomainError("cart exists")
-        ...     return (CartCreated(cart_id=command.cart_id),)
-        >>> CART = Aggregate(name="cart", initial_state=Cart(), decide=decide,
-        ...                  evolve=lambda state, event: Cart(exists=True),
-        ...                  stream_id=lambda c: f"cart-{c.cart_id}", state_type=Cart,
-        ...                  command_types=(CreateCart,), event_types=(CartCreated,),
-        ...                  schema_dir=files("myshop") / "schemas")
+    Example: docs/examples/aggregate.py (a tally that refuses to pass 10, its schemas written by
+    the script):
+
+        >>> def decide(command: Add, state: Tally) -> tuple[Added, ...]:
+        ...     if state.total + command.points > 10:
+        ...         raise OverLimit(f"{state.total} + {command.points} passes 10")
+        ...     return (Added(tally_id=command.tally_id, points=command.points),)
+        >>> TALLY = Aggregate(name="tally", initial_state=Tally(), decide=decide,
+        ...                   evolve=lambda state, e: replace(state, total=state.total + e.points),
+        ...                   stream_id=lambda c: f"tally-{c.tally_id}", state_type=Tally,
+        ...                   command_types=(Add,), event_types=(Added,), schema_dir=Path("schemas"),
+        ...                   domain_errors=(OverLimit,))
+        >>> TALLY.fold(TALLY.initial_state, decide(Add(tally_id="a", points=4), Tally()))
+        Tally(total=4)
     """
 
     name: str
@@ -102,9 +105,15 @@ class Aggregate(Generic[S]):
         return self._by_name.get(name)
 
     def record_types(self) -> tuple[str, ...]:
+        """Every type string it declares (commands, events, state): the schema files it needs."""
         return tuple(self._by_name)
 
     def schema_text(self, name: str) -> str:
+        """The Avro schema of type string `name`, as its `.avsc` file holds it.
+
+        Raises:
+            SchemaNotFound: `schema_dir` has no `<name>.avsc`.
+        """
         path = self.schema_dir / f"{name}.avsc"
         if not path.is_file():
             raise SchemaNotFound(
@@ -113,12 +122,15 @@ class Aggregate(Generic[S]):
         return path.read_text(encoding="utf-8")
 
     def domain_error(self, code: str) -> type[DomainError]:
+        """The `domain_errors` class whose `code` a refusal carries (`DomainError` for an unknown one,
+        e.g. from a newer processor), so the client raises what `decide` raised."""
         for cls in self.domain_errors:
             if cls.code == code:
                 return cls
         return DomainError
 
     def fold(self, state: S, events: Sequence[Any]) -> S:
+        """`state` with `events` applied in order through `evolve` (what a stream's load does)."""
         for event in events:
             state = self.evolve(state, event)
         return state

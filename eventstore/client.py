@@ -49,6 +49,8 @@ NEVER_WRITTEN = {
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Pending:
+    """What `send` returns: the command's id, to `wait` for, and the stream it addresses."""
+
     command_id: str
     stream_id: str
 
@@ -57,29 +59,34 @@ class EventStoreClient(Generic[S]):
     """Sends commands to the store and awaits their outcomes; reads streams and subscribes to events.
 
     Build it with `EventStore.client()`; use it as a context manager (or call `close()`), one per
-    thread.
+    thread: it holds a producer and a reply consumer of its own.
 
     Parameters:
-        config: the store's settings (`reply_timeout_s` is `wait`'s default timeout).
+        config: the store's settings (`reply_timeout_s` is `wait`'s default timeout, in seconds).
         aggregate: the decider whose commands it sends (it derives stream ids and typed errors).
         serde: the store's encoder/decoder (the `EventStore` owns it).
-        reply_partition: the partition of `<store>.replies` this client listens on (default: a random
-            one); clients may share one, each keeps only the replies to its own commands.
+        reply_partition: the partition of `<store>.replies` this client listens on; default None (a
+            random one). Clients may share one: each keeps only the replies to its own commands.
+
+    Raises:
+        OutcomeUnknown: Kafka is unreachable when the client starts (nothing was sent).
 
     `execute` = `send` + `wait` + `raise_for`: it returns the `Outcome` of an accepted command and
     raises `WrongExpectedVersion`, the aggregate's `DomainError`s or `CommandRejected` for refused ones,
     `SchemaViolation` before sending an invalid one, and `OutcomeUnknown` when no answer came (then
     retrying with the same `command_id` is safe: the processor returns the first outcome).
 
-    Example:
+    Example: docs/examples/event_store_client.py (each refusal, pipelining, a retry):
 
-        >>> from eventstore import EventStore, StoreConfig, WrongExpectedVersion
-        >>> from shop.order import ORDER, CreateOrder, PlaceOrder
-        >>> with EventStore(StoreConfig(name="shop"), ORDER).client() as client:
-        ...     created = client.execute(CreateOrder(order_id="42", customer_id="c-7"), expected_version=0)
-        ...     pending = client.send(PlaceOrder(order_id="42"), command_id="place-42")  # pipelined
-        ...     outcomes = client.wait([pending], timeout=30)
-        ...     state = client.load("order-42").state                              # snapshot + tail
+        >>> with store.client() as client:
+        ...     created = client.execute(CreateOrder(order_id="9", customer_id="c-9"), expected_version=0)
+        ...     try:
+        ...         client.execute(PlaceOrder(order_id="9"), expected_version=0)
+        ...     except WrongExpectedVersion as exc:  # the stream moved: load, decide again
+        ...         print(f"stream at {exc.actual}")
+        ...     pending = [client.send(AddLine(...), command_id=f"add-{sku}") for sku in "ABC"]
+        ...     outcomes = client.wait(pending)  # one flush, replies awaited together
+        stream at 1
     """
 
     def __init__(
@@ -125,6 +132,7 @@ class EventStoreClient(Generic[S]):
         self._events = EventReader(config, aggregate, serde)
 
     def close(self) -> None:
+        """Deliver what is still queued (up to 5 s), then close the producer and the consumers."""
         self._producer.flush(5)
         self._replies.close()
         self._events.close()
@@ -147,7 +155,26 @@ class EventStoreClient(Generic[S]):
         correlation_id: str = "",
         causation_id: str = "",
     ) -> Pending:
-        """Validate and send; raises SchemaViolation before anything leaves the process."""
+        """Validate and send a command without waiting for its outcome (pipelining: `wait` for many).
+
+        Parameters:
+            command: an instance of one of the aggregate's command classes.
+            expected_version: the stream version the caller decided on; the processor refuses the
+                command (`WrongExpectedVersion` from `wait` + `raise_for`) if the stream is
+                elsewhere. Default None: no check (last writer wins). 0 means "a new stream".
+            command_id: the idempotency key; default None (a new UUID). Reuse it to retry: the
+                processor answers a known id with its first outcome and appends nothing.
+            stream_id: default None (the aggregate's `stream_id(command)`).
+            correlation_id, causation_id: carried onto the events (tracing); default "" (the
+                command id).
+
+        Returns:
+            The `Pending` handle (command id, stream id) to `wait` for.
+
+        Raises:
+            SchemaViolation: the command does not match its Avro schema; nothing leaves the process.
+            SubjectsNeedMigration: the store's schemas are still under the old subjects.
+        """
         envelope = CommandEnvelope(
             command_id=command_id or str(uuid.uuid4()),
             stream_id=stream_id or self.aggregate.stream_id(command),
@@ -180,7 +207,20 @@ class EventStoreClient(Generic[S]):
         return Pending(command_id=cid, stream_id=envelope.stream_id)
 
     def wait(self, pending: Iterable[Pending], timeout: float | None = None) -> dict[str, Outcome]:
-        """Outcomes by command id; raises OutcomeUnknown for the first command without one."""
+        """The outcomes of sent commands, refused ones included (`raise_for` turns those into errors).
+
+        Parameters:
+            pending: what `send` returned.
+            timeout: seconds to wait for every reply; default None (`config.reply_timeout_s`).
+
+        Returns:
+            command id -> `Outcome`.
+
+        Raises:
+            OutcomeUnknown: for the first command without an outcome: Kafka did not confirm it
+                (`may_have_been_applied` says whether it can have reached the log) or no reply came
+                in time (no processor running?). Retrying with the same command id is safe.
+        """
         wanted = {p.command_id for p in pending}
         timeout = self.config.reply_timeout_s if timeout is None else timeout
         deadline = time.monotonic() + timeout
@@ -224,13 +264,29 @@ class EventStoreClient(Generic[S]):
         stream_id: str | None = None,
         timeout: float | None = None,
     ) -> Outcome:
-        """Send, await, and raise the typed error of a refused command."""
+        """Send one command, await its outcome, and raise the typed error of a refusal.
+
+        Parameters:
+            command, expected_version, command_id, stream_id: as `send`.
+            timeout: as `wait`.
+
+        Returns:
+            The accepted command's `Outcome` (`first_version`..`last_version` appended).
+
+        Raises:
+            WrongExpectedVersion: the stream was not at `expected_version` (`actual` says where).
+            DomainError: the aggregate's subclass `decide` raised (a business rule).
+            CommandRejected: the processor could not read the command (unknown type, schema).
+            SchemaViolation, SubjectsNeedMigration: as `send`, before anything is sent.
+            OutcomeUnknown: as `wait`.
+        """
         pending = self.send(
             command, expected_version=expected_version, command_id=command_id, stream_id=stream_id
         )
         return self.raise_for(self.wait([pending], timeout)[pending.command_id])
 
     def raise_for(self, outcome: Outcome) -> Outcome:
+        """`outcome` if accepted; else its typed error, as `execute` documents (for `send`/`wait`)."""
         if outcome.status == "ok":
             return outcome
         if outcome.status == "conflict":
@@ -247,12 +303,15 @@ class EventStoreClient(Generic[S]):
     # --- reads -----------------------------------------------------------------------------------
 
     def read_stream(self, stream_id: str) -> list[EventEnvelope]:
+        """One stream's committed events in version order, as `EventStore.read`."""
         return self._events.read_stream(stream_id)
 
     def load(self, stream_id: str) -> StreamState[S]:
+        """One stream's version and state (snapshot + later events), as `EventStore.load`."""
         return self._events.load(stream_id)
 
     def subscribe(
         self, start: StartPosition, *, until_end: bool = False, idle_timeout: float | None = None
     ) -> Iterator[EventEnvelope]:
+        """Committed events from `start`, as `EventStore.subscribe` (whose args these are)."""
         return self._events.subscribe(start, until_end=until_end, idle_timeout=idle_timeout)

@@ -2,8 +2,8 @@
 
 The processor holds every owned stream's state and the dedup memory in memory: a large, growing heap of
 long-lived, acyclic objects. CPython's full collections scan all of it again each time the heap has grown
-by a quarter, to find nothing: measured on the order workload, ~35% of the processor's time per command
-(55 -> 36 us with full collections off).
+by a quarter, to find nothing: on the order workload that was a large share of the processor's time
+per command (the numbers: bench/results/history.md).
 
 After each committed batch the processor collects the young generations (so a cycle that has just become
 garbage is still freed) and freezes the survivors: `gc.freeze()` moves them to the permanent generation,

@@ -11,7 +11,7 @@ Guarantees (with `isolation.level=read_committed` readers):
   consumer group generation (KIP-447), so a deposed owner's commit fails.
 - Two transactional producers take turns, one batch each. The broker writes a transaction's commit
   markers after it has answered the commit; a transaction begun at once on the SAME id is refused
-  (CONCURRENT_TRANSACTIONS) and retried after a backoff, which measured ~20 ms per batch here. On the
+  (CONCURRENT_TRANSACTIONS) and retried after a backoff: a wait on every batch. On the
   other id, batch n+1 starts while n's markers are written. Order still holds: n+1 begins only after
   n's commit returned, so n's records precede n+1's in every partition.
 - Idempotent retries: an outcome is stored under its command id in the compacted outcomes topic, in the
@@ -120,35 +120,41 @@ class CommandProcessor(Generic[S]):
     """One member of the store's processor group: owns command partitions, decides, appends.
 
     Build it with `EventStore.processor(instance_id, ...)`, which passes the store's wiring; the module
-    docstring says what each batch guarantees.
+    docstring says what each batch guarantees. Run up to one per partition of the commands topic
+    (more stay idle): the group spreads the partitions over them and moves a dead one's to the others.
 
     Parameters:
-        config: the store's settings (topics, group and transactional ids derive from `config.name`).
+        config: the store's settings (topics, group and transactional ids derive from `config.name`;
+            `snapshot_every` and `transaction_timeout_ms` apply here).
         aggregate: the decider whose commands it handles.
         serde: the store's encoder/decoder (the `EventStore` owns it).
         instance_id: stable per instance across restarts: it names the static group membership and the
             transactional ids, so a restarted instance fences its dead predecessor at once. Two live
             processors must never share one.
-        batch_size: commands consumed and committed per transaction at most.
-        session_timeout_ms: how long the group waits for a silent member before moving its partitions.
-        linger_ms: the transactional producers' `linger.ms` (a batch ends with a flush either way).
-        settle_heap: collect and freeze the heap after each batch (heap.py); turn it off when the
-            processor is embedded in a process that manages its own garbage collection.
+        batch_size: commands consumed and committed per transaction at most; default 200. Larger
+            batches spread a commit's cost over more commands, smaller ones answer sooner.
+        session_timeout_ms: how long the group waits for a silent member before moving its partitions
+            (milliseconds); default 10,000. Lower moves a dead instance's partitions sooner, at the
+            risk of moving them away from a merely slow one.
+        linger_ms: the transactional producers' `linger.ms` (milliseconds); default 50 (a batch ends
+            with a flush either way, so this only groups the records of one batch).
+        settle_heap: collect and freeze the heap after each batch (heap.py); default True. Turn it
+            off when the processor is embedded in a process that manages its own garbage collection.
 
     `run()` blocks until `stop_requested` is set (from a signal handler or another thread) or the
-    processor was idle for `max_idle_s`; `rebuilds` and `timings` report what it did.
+    processor was idle for `max_idle_s`; `rebuilds` (what each partition's takeover read) and
+    `timings` (where the batches' time went) report what it did.
 
-    Example (a processor in a thread of the application's process):
+    Example: docs/examples/command_processor.py (a processor in a thread of the application's
+    process, then a restart under the same instance id that rebuilds from snapshots):
 
-        >>> import threading
-        >>> from eventstore import EventStore, StoreConfig
-        >>> from shop.order import ORDER
-        >>> processor = EventStore(StoreConfig(name="shop"), ORDER).processor("shop-1", batch_size=100)
+        >>> processor = store.processor(instance_id="shop-1", batch_size=100)
         >>> worker = threading.Thread(target=processor.run)
         >>> worker.start()
-        >>> ...                                     # clients send commands meanwhile
-        >>> processor.stop_requested.set()          # finish or abort the open transaction, then return
+        >>> ...                                # clients send commands meanwhile
+        >>> processor.stop_requested.set()     # finish or abort the open transaction, then return
         >>> worker.join()
+        >>> takeovers, spent = processor.rebuilds, processor.timings  # what it read, where time went
     """
 
     def __init__(
@@ -203,8 +209,8 @@ class CommandProcessor(Generic[S]):
                     "enable.idempotence": True,
                     # flush() ends every batch and sends at once whatever linger says (librdkafka
                     # #3489), so a long linger costs no latency: a batch's records leave in a few large
-                    # requests instead of many small ones. 8 pipelined clients, 0 -> 50 ms: 2,209 ->
-                    # 3,148 events/s; broker CPU per event 0.35 -> 0.16 ms.
+                    # requests instead of many small ones, which costs the broker much less CPU per
+                    # event and lets more events through (bench/results/history.md).
                     "linger.ms": linger_ms,
                     # A refused AddPartitionsToTxn (previous markers still being written) is retried
                     # after this backoff, growing exponentially; librdkafka's 100 ms default would
@@ -221,10 +227,22 @@ class CommandProcessor(Generic[S]):
     # --- lifecycle -------------------------------------------------------------------------------
 
     def run(self, *, max_idle_s: float | None = None) -> None:
-        """Process until `stop_requested` is set (e.g. by SIGTERM) or idle for `max_idle_s`.
+        """Process until `stop_requested` is set (e.g. by SIGTERM) or idle for `max_idle_s`; closes
+        the processor on return (a stopped processor is not run again: build a new one).
 
-        Raises SubjectsNeedMigration before consuming anything when the store's schemas are still under
-        the old subjects: found later, mid-transaction, it would only crash the batch.
+        Parameters:
+            max_idle_s: return after this many seconds without a command; default None (never): a
+                batch tool or a test drains the topic and returns.
+
+        Raises:
+            SubjectsNeedMigration: the store's schemas are still under the old subjects; raised
+                before consuming anything, since found mid-transaction it would only crash the batch.
+            ProcessorFenced: a newer instance with the same `instance_id` took over the transactional
+                ids; this one must stop (the newer one aborted its open transaction).
+            RegistryUnavailable: the registry did not answer while a batch needed a schema; the
+                open transaction commits nothing, so a restart re-reads the same commands (rather
+                than storing a wrong first outcome for them).
+            EventStoreError: a transaction failed in a way that is neither abortable nor retriable.
         """
         self.serde.require_migrated()
         for producer in self._producers:
@@ -245,6 +263,7 @@ class CommandProcessor(Generic[S]):
             self.close()
 
     def close(self) -> None:
+        """Leave the group and release the clients and the frozen heap (`run` does it on return)."""
         for client in (self._consumer, self._reader):
             with contextlib.suppress(RuntimeError):  # already closed
                 client.close()

@@ -68,7 +68,8 @@ class InitReport:
 
 class EventStore(Generic[S]):
     """One event store: the topics named by `config`, the aggregate's schemas in the registry, and the
-    serde between them; builds clients, processors and readers wired to all three.
+    serde between them; builds clients, processors and readers wired to all three, so that no caller
+    assembles a `Serde` and a registry client by hand (and every part shares one schema cache).
 
     Parameters:
         config: the store's settings (`StoreConfig.from_env()` reads them from the environment): its
@@ -79,18 +80,19 @@ class EventStore(Generic[S]):
             record type it declares needs an Avro schema file `<type>.avsc` in its `schema_dir`.
         registry: the schema registry to use instead of an `HttpRegistry` on
             `config.schema_registry_url` (e.g. `MemoryRegistry()` in unit tests or offline tools);
-            the store does not close a registry it was given.
+            the store does not close a registry it was given. Default: None (an `HttpRegistry`).
 
-    Raises `StoreConfigError` (before anything is written) when the two cannot work together.
+    Raises:
+        StoreConfigError: the config and the aggregate cannot work together (no bootstrap servers, a
+            registry URL that is not http(s), a record type without a valid `.avsc`, two classes
+            under one type string); raised before anything is written or any service is called.
 
-    Example (`init` once per store, a processor running somewhere, then clients):
+    Example: docs/examples/event_store.py (`init` once per store, a processor running somewhere,
+    then clients):
 
-        >>> from eventstore import EventStore, StoreConfig
-        >>> from shop.order import ORDER, CreateOrder
         >>> store = EventStore(StoreConfig.from_env().with_overrides(name="shop"), ORDER)
-        >>> report = store.init()                     # topics + schema registration, repeatable
-        >>> processor = store.processor(instance_id="shop-1")
-        >>> # threading.Thread(target=processor.run).start(), or `eventstore processor --name shop`
+        >>> report = store.init()  # topics + schema registration, repeatable
+        >>> threading.Thread(target=store.processor(instance_id="shop-1").run, daemon=True).start()
         >>> with store.client() as client:
         ...     client.execute(CreateOrder(order_id="42", customer_id="c-7"), expected_version=0)
         Outcome(command_id='...', stream_id='order-42', status='ok', first_version=1, last_version=1, ...)
@@ -109,7 +111,8 @@ class EventStore(Generic[S]):
         self.serde = Serde(aggregate, self.registry, store=config)
 
     def close(self) -> None:
-        """Close the registry client this store made (clients, processors and readers close themselves)."""
+        """Close the registry client this store made; a registry passed in stays open (its owner closes
+        it), and clients, processors and readers close themselves."""
         if self._owns_registry and isinstance(self.registry, HttpRegistry):
             self.registry.close()
 
@@ -122,37 +125,89 @@ class EventStore(Generic[S]):
     # --- set-up ----------------------------------------------------------------------------------
 
     def init(self) -> InitReport:
-        """Create the missing topics (verifying existing ones), then register the schemas. Repeatable."""
+        """Create the missing topics (verifying existing ones), then register the schemas. Repeatable:
+        a second call creates and registers nothing, so every process may call it at start-up.
+
+        Returns:
+            What it did: each topic "created" or "exists", and one report per registry subject.
+
+        Raises:
+            TopicSetupError: Kafka is unreachable, a topic could not be created, or one exists with
+                another partition count or cleanup policy than the store needs (the message names
+                it and the fix).
+            SchemaIncompatible: a changed `.avsc` cannot read what the registered version wrote;
+                then nothing is registered.
+            SubjectsNeedMigration: the store's schemas are still under the old subjects.
+            RegistryUnavailable: the registry did not answer or answered with an error.
+        """
         topics = ensure_topics(self.config)
         return InitReport(tuple(topics), tuple(self.register_schemas()))
 
     def register_schemas(self, *, dry_run: bool = False) -> list[SubjectReport]:
-        """Register new and evolved schemas (none if any is incompatible); `dry_run` registers nothing."""
+        """Register new and evolved schemas: all of them, or none if any is incompatible.
+
+        Parameters:
+            dry_run: check each subject against the registry and report, registering nothing (what
+                `eventstore schemas check` shows). Default: False.
+
+        Raises:
+            SchemaIncompatible, SubjectsNeedMigration, RegistryUnavailable: as `init`.
+        """
         return register_all(self.serde, dry_run=dry_run)
 
     # --- the parts -------------------------------------------------------------------------------
 
     def client(self, *, reply_partition: int | None = None) -> EventStoreClient[S]:
-        """A new client (one per thread); `reply_partition` pins where its replies arrive."""
+        """A new `EventStoreClient`; take one per thread (a client is not thread-safe).
+
+        Parameters:
+            reply_partition: the partition of `<name>.replies` the client listens on; default None
+                (a random one). Pin it to spread many clients evenly over the partitions.
+
+        Raises:
+            OutcomeUnknown: Kafka is unreachable (with `may_have_been_applied=False`: nothing sent).
+        """
         return EventStoreClient(self.config, self.aggregate, self.serde, reply_partition=reply_partition)
 
     def processor(self, instance_id: str, **options: Unpack[ProcessorOptions]) -> CommandProcessor[S]:
-        """A command processor; `instance_id` must be stable across restarts of the same instance."""
+        """A new `CommandProcessor`, one member of the store's processor group; `run()` it.
+
+        Parameters:
+            instance_id: stable across restarts of the same instance (it names the static group
+                membership and the transactional ids, so a restart fences its dead predecessor);
+                two live processors must never share one.
+            **options: `batch_size`, `session_timeout_ms`, `linger_ms`, `settle_heap`, as
+                `CommandProcessor` documents them.
+        """
         return CommandProcessor(self.config, self.aggregate, self.serde, instance_id=instance_id, **options)
 
     def reader(self) -> EventReader[S]:
-        """A reader of committed events; close it when done (`read` and `subscribe` do that for you)."""
+        """A reader of committed events (`read_committed`), for several reads on one consumer; close it
+        when done (`read`, `load` and `subscribe` open and close one each)."""
         return EventReader(self.config, self.aggregate, self.serde)
 
     # --- reads -----------------------------------------------------------------------------------
 
     def read(self, stream_id: str) -> list[EventEnvelope]:
-        """One stream's committed events in version order ([] for a stream never written)."""
+        """One stream's committed events in version order ([] for a stream never written).
+
+        Parameters:
+            stream_id: the stream, as the aggregate's `stream_id` names it (`order-42`).
+
+        Raises:
+            CorruptStream: the stored versions have a gap or a duplicate.
+            UndecodableRecord: an event cannot be decoded (named by topic, partition, offset).
+        """
         with closing(self.reader()) as events:
             return events.read_stream(stream_id)
 
     def load(self, stream_id: str) -> StreamState[S]:
-        """One stream's current version and state: its latest snapshot plus the events after it."""
+        """One stream's current version and state: its latest snapshot plus the events after it, so a
+        long stream is not read from version 1 (version 0 and the initial state if never written).
+
+        Raises:
+            CorruptStream, UndecodableRecord: as `read`.
+        """
         with closing(self.reader()) as events:
             return events.load(stream_id)
 
@@ -163,7 +218,19 @@ class EventStore(Generic[S]):
         until_end: bool = False,
         idle_timeout: float | None = None,
     ) -> Iterator[EventEnvelope]:
-        """Committed events from `start` in per-partition order (see `EventReader.subscribe`)."""
+        """Committed events from `start`, in order within each partition (so within each stream).
+
+        Parameters:
+            start: where to begin: `Edge("earliest")` (the default), `Edge("latest")`, offsets per
+                partition or a timestamp (`kafkakit.positions`).
+            until_end: stop at the end offsets seen when the subscription began, instead of
+                following new events. Default: False.
+            idle_timeout: stop after this many seconds without a record; default None (never).
+
+        Raises:
+            UndecodableRecord: an event cannot be decoded and no dead-letter topic is configured
+                (`StoreConfig.dlq_topic`) to take it, or that topic did not take it.
+        """
         with closing(self.reader()) as events:
             yield from events.subscribe(start, until_end=until_end, idle_timeout=idle_timeout)
 
@@ -178,9 +245,23 @@ class EventStore(Generic[S]):
         until: dict[int, int] | None = None,
         on_batch: Callable[[int], None] | None = None,
     ) -> ReplayReport:
-        """Copy `topic` (default: the events topic) from `start` to `to_topic`, exactly once (replay.py).
+        """Copy a topic's records from `start` to `to_topic`, exactly once: each batch's records and
+        the replay's progress commit in one transaction, so a replay killed midway and run again
+        neither loses nor duplicates a record (replay.py).
 
-        `until` maps partition -> end offset (exclusive); default: the end offsets seen at the start.
+        Parameters:
+            start: where the copy begins (offsets per partition, an edge or a timestamp).
+            to_topic: the destination; created with the source's partition count if missing.
+            topic: the source; default None (the store's events topic).
+            until: partition -> end offset (exclusive); default None (the end offsets seen when the
+                replay starts).
+            on_batch: called with the number of records copied so far after each committed batch
+                (progress output); default None.
+
+        Raises:
+            ReplayError: an empty range, the source as destination, a destination with fewer
+                partitions than the source or that cannot be created, or a failed transaction (run
+                again: it resumes safely).
         """
         source = self.config.events_topic if topic is None else topic
         bootstrap = self.config.bootstrap_servers
@@ -189,8 +270,18 @@ class EventStore(Generic[S]):
     def dump(
         self, start: StartPosition, *, topic: str | None = None, until: dict[int, int] | None = None
     ) -> Iterator[dict[str, Any]]:
-        """The records of `topic` (default: the events topic) from `start` as JSON-ready dicts, Avro
-        values decoded with their writer schema from the store's registry (`replay.as_json`)."""
+        """The records of a topic from `start` as JSON-ready dicts, Avro values decoded with their
+        writer schema from the store's registry (`replay.as_json`): what `eventstore replay
+        --to-stdout` prints.
+
+        Parameters:
+            start: where to begin (offsets per partition, an edge or a timestamp).
+            topic: default None (the store's events topic).
+            until: partition -> end offset (exclusive); default None (the ends seen at the start).
+
+        Raises:
+            ReplayError: the range names no partition being read.
+        """
         source = self.config.events_topic if topic is None else topic
         for msg in read_records(self.config.bootstrap_servers, source, start, until):
             yield as_json(msg, self.registry)

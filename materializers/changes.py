@@ -81,7 +81,7 @@ def latest_per_entity(
     view's own (a late record): see `keeps`.
     `unique`: the caller knows no entity changed twice in `changes` (a snapshot's backfill), so
     each change is its entity's newest and the rows are projected in place, without the aggregation's
-    shuffle of every column (250k-row batch: ~3 s on 2 cores).
+    shuffle of every column (a large share of a backfill batch's time).
     """
     from pyspark.sql import functions as F
 

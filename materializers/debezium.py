@@ -5,8 +5,8 @@ Both JsonConverter forms are read, record by record too: with schemas (`schemas.
 package's default) value = {"schema": ..., "payload": {"before", "after", "source": {"lsn", "ts_ms",
 ...}, "op", "ts_ms"}} and key = {"schema": ..., "payload": {<pk>: ...}}; without (`false`) the value is
 the payload itself and the key is {<pk>: ...}. Columns are typed by the materializer's DDL, so the inline
-schema is never needed here, and without it a record is ~8x smaller (5,166 -> 618 bytes for the bench's
-products row), which Debezium, Kafka and this decoder all pay for. A key column named `schema` or
+schema is never needed here, and without it a record is several times smaller (the bench's products
+row: bench/results/cdc-noschema.md), which Debezium, Kafka and this decoder all pay for. A key column named `schema` or
 `payload` is read from the enveloped form only (the plain form would be ambiguous).
 A delete is followed by a tombstone (null value), which carries nothing a view needs and is dropped
 (not dead-lettered). Snapshot reads (op "r") are upserts. The position is `source.lsn`: every change
@@ -141,10 +141,9 @@ class Decoder:
         carried_over = [F.col(c) for c in (*SOURCE_COLUMNS, *debezium_avro.FRAMING)]
         # Parsed in a projection of their own, then read by name: a field read straight off
         # `from_json(...)` is rewritten by Spark (enableJsonExpressionOptimization) into a from_json
-        # of that field alone, so the value and the key were each parsed twice (200k records:
-        # 3.7 -> 2.3 s).
+        # of that field alone, so the value and the key were each parsed twice.
         # Each record is parsed by one reader only: a framed one reaches from_json as null (a CASE
-        # around from_json instead slowed JSON decoding by a fifth).
+        # around from_json instead slowed JSON decoding down).
         json_key = F.from_json(F.when(~F.col("_kf"), F.col("key").cast("string")), key_schema(key_column))
         documents = [
             *carried_over,

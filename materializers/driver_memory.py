@@ -3,9 +3,9 @@
 A search batch is folded in the driver's Python: a collected Arrow table, its rows as Python objects,
 and a Tantivy writer whose 50 MB arena lives on threads of its own. All of it is freed after the
 batch, but glibc keeps freed heap memory for reuse, per thread arena, and does not give it back on
-its own: Tantivy alone, 8 batches of 250k documents in one process, went 315 -> 486 MiB anonymous
-between batches; trimmed after each batch, 29 -> 61 MiB. The trim took 40-70 ms after a 250k-row
-batch, far less after a small one.
+its own: an indexing driver's anonymous memory kept growing from batch to batch; trimmed after each
+batch it stays near flat, for a trim that costs a small fraction of a large batch and less after a
+small one (the numbers: bench/results/history.md).
 """
 
 from __future__ import annotations

@@ -65,12 +65,12 @@ FIELD_MAPS = ("set_fields", "del_fields")  # only the cache reads them; they rep
 FAILPOINT_ALIASES = {"after-warehouse": "after-views"}
 
 # Debezium's JSON records carry their schema (~2.5 KB each): the consumer's default 1 MiB per
-# partition fetch meant a round trip per ~400 records (reading 50k: 1.5 -> 0.9 s).
+# partition fetch meant a round trip per ~400 records.
 # A batch's reader also asks for offsets that hold no record (a transaction's commit marker, the
 # range's end), and the broker holds such an empty fetch for fetch.max.wait.ms (500 ms by default):
-# reading a live batch of ~60 records took 0.65 s from a CDC topic and 1.1 s from the event store's
-# transactional one, 0.12-0.14 s with 10 ms. Every offset asked for was planned, so nothing is
-# waited for in vain.
+# that wait was most of the time a live batch took to read, from a CDC topic and more so from the
+# event store's transactional one (bench/results/kafka-source-fetch.md). Every offset asked for was
+# planned, so nothing is waited for in vain.
 SOURCE_FETCH = {
     "kafka.max.partition.fetch.bytes": str(16 << 20),
     "kafka.fetch.max.bytes": str(64 << 20),
@@ -159,7 +159,34 @@ def ensure_topic(bootstrap: str, topic: str) -> None:
 
 
 class Job:
-    """The imperative shell around one materializer's streaming query."""
+    """The imperative shell around one materializer's streaming query: it claims the checkpoint,
+    starts the Kafka source and drives the plan's views through each micro-batch in the order the
+    module docstring numbers (decode, dead letters, views, rejects, compaction).
+
+    `materializers.run` builds one per materializer, all on one SparkSession, and runs them; build
+    one yourself only to drive a query from code that already holds a session.
+
+    Parameters:
+        spark: the driver's session (`materializers.spark_session.build` adds the Kafka, Avro and
+            Delta jars and the settings the views rely on).
+        plan: the materializer resolved against a `RunConfig` (`JobPlan.of`, or the live generation's
+            plan): topic, checkpoint, dead-letter topic and views. The views are built here.
+
+    Raises:
+        BadView: a view of the materializer does not implement the `View` protocol, or two share a
+            name.
+        UnknownView: `RunConfig.views` names a view the materializer does not keep.
+
+    Example: docs/examples/materializer_job.py (the shop's `orders` materializer over a fresh
+    store's events, its Redis cache only, caught up once):
+
+        >>> config = RunConfig.from_env().with_overrides(home=home, topic=events, views="cache")
+        >>> run(ORDERS, config=config, start="earliest", available_now=True)  # every query stopped
+        0
+        >>> plan = JobPlan.of(ORDERS, config)  # what the job ran: topic, checkpoint, views
+        >>> verify(plan)  # the cache holds the fold of the topic
+        []
+    """
 
     def __init__(self, spark: SparkSession, plan: JobPlan) -> None:
         self.spark = spark
@@ -173,7 +200,15 @@ class Job:
 
     def prepare(self) -> None:
         """Fail before anything is written: the views' stores, the topic, the checkpoint's owner; then
-        create state (the dead-letter topic, each view's)."""
+        create state (the dead-letter topic, each view's). `start` calls it.
+
+        Raises:
+            ViewUnavailable: a view's store cannot be reached (its `check`).
+            SourceUnavailable: the input topic does not exist, or the dead-letter topic cannot be
+                created.
+            CheckpointMismatch: the checkpoint belongs to another materializer or topic, or to a
+                query that did not write `job.json`.
+        """
         for view in self.views:
             view.check()
         bootstrap = self.plan.config.endpoints.kafka_bootstrap_servers
@@ -184,7 +219,19 @@ class Job:
             view.prepare(self.spark)
 
     def start(self, start: StartPosition, *, available_now: bool = False) -> StreamingQuery:
-        """Start the query; a checkpoint pinned by a restore starts at the snapshot's offsets instead."""
+        """Prepare, then start the streaming query and return it (running in Spark's threads).
+
+        Parameters:
+            start: where a new checkpoint begins (`earliest`, `latest`, offsets per partition or a
+                timestamp). A checkpoint that has committed a batch resumes where it stopped and
+                ignores it; one pinned by a restore starts at the snapshot's offsets instead.
+            available_now: read what the topic holds now, in as many batches as
+                `max_offsets_per_trigger` makes, then stop; default False (a batch every
+                `RunConfig.trigger` until stopped).
+
+        Raises:
+            ViewUnavailable, SourceUnavailable, CheckpointMismatch: as `prepare`.
+        """
         self.prepare()
         start = pinned_start(self.plan) or start
         bootstrap = self.plan.config.endpoints.kafka_bootstrap_servers
@@ -216,13 +263,21 @@ class Job:
     # --- one micro-batch ---------------------------------------------------------------------------
 
     def process_batch(self, batch: DataFrame, batch_id: int) -> None:
+        """One micro-batch through steps 1-5 of the module docstring (Spark's `foreachBatch`): a small
+        batch whole in the driver (`apply_table`), a large one as a DataFrame (`apply_frame`).
+
+        Parameters:
+            batch: the raw Kafka records Spark planned for this batch.
+            batch_id: Spark's id for it, growing within the checkpoint; re-run with the same id
+                after a crash, which is what the views' idempotence keys on.
+        """
         timed = self.clock.timed
         if self._small(batch_id):
             self._in_driver(batch, batch_id)
             return
         # A view that is the job's only reader decodes and applies in ONE Spark job, nothing
-        # persisted; undecodable records come back beside the changes (cache: 6.8 -> 5.0 s per 50k
-        # records on one core; search: 1.7 -> 0.6-0.8 s per 4k-record batch).
+        # persisted (persisting the decoded batch and reading it again cost the cache and the search
+        # index much of their batch time); undecodable records come back beside the changes.
         if len(self.views) == 1 and self.views[0].single_pass:
             self._failpoint("before-views", batch_id)
             self._single_pass(batch, batch_id)
@@ -254,7 +309,8 @@ class Job:
         Decoded with the writer schemas known so far, without a Spark job to collect the batch's ids
         first: the count's own job gathers the `schema_id`s of the error rows, and a batch that
         showed a new one is decoded again. Field maps no view reads are neither built nor cached
-        (they repeat every data value; warehouse-only 2M-row backfill: 8,024 -> 11,398 rows/s)."""
+        (they repeat every data value: building and caching them slowed a warehouse-only backfill
+        markedly)."""
         from pyspark.sql import functions as F
 
         schemas = self.schemas.trusting_cache()
@@ -288,7 +344,7 @@ class Job:
         """A small batch: ONE Spark job decodes it into Arrow in the driver, and every view is written
         from there, where the executors' path runs a Spark job per view (the decode persisted, the
         cache's mapInArrow on Python workers, a collect for the index). Live batches of ~100 records
-        spent most of their ~2 s in those jobs' scheduling, and a restarted driver's first batch
+        spent most of their time in those jobs' scheduling, and a restarted driver's first batch
         waited for its Python workers to start."""
         import pyarrow.compute as pc
 
@@ -457,9 +513,15 @@ class Job:
     # --- the driver's main loop ----------------------------------------------------------------
 
     def run(self, start: StartPosition, *, available_now: bool = False) -> int:
-        """Run until SIGTERM/SIGINT, a stop request or (available_now) caught up; publish status.
+        """Run until SIGTERM/SIGINT, a stop request (`materializers stop NAME`) or, with
+        `available_now`, caught up; publish the status (`materializers status`) after each batch.
 
-        Returns 0 on a clean stop, 1 when the query failed. (`runner.run` drives several jobs.)
+        Parameters:
+            start, available_now: as `start`.
+
+        Returns:
+            0 on a clean stop, 1 when the query failed (its status says why). `runner.run` drives
+            several jobs in one driver the same way.
         """
         from materializers import runner
 

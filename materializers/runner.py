@@ -1,7 +1,7 @@
 """Several materializers in one Spark application: one streaming query each, one driver for all.
 
 Two drivers are two JVMs: on a small machine they fight for the cores the queries need (the demo's
-two drivers took 5-10 s from commit to view). Here each materializer keeps its own query, checkpoint,
+two drivers missed its commit-to-view target by far). Here each materializer keeps its own query, checkpoint,
 status file, stop file and dead letters; they share the session, its JVM and its executors.
 
 Isolation: a query that fails is reported `failed` in its own status and the others keep running; a

@@ -14,9 +14,9 @@ replays that batch, which every view absorbs (they are idempotent on source posi
 
 Restore order (everything is checked before step 1, so bad input changes nothing):
 1. Delta: RESTORE each table to version n (skipped if already at n). delta-rs (`deltalake`) writes
-   the same RESTORE commit as Spark's `RESTORE TABLE ... TO VERSION AS OF n`, without a JVM: Spark's
-   took ~150 s for two 0.5 MB tables on our 2-core machine, delta-rs well under a second, and the
-   tables' protocol (reader 1, writer 2) is one both write;
+   the same RESTORE commit as Spark's `RESTORE TABLE ... TO VERSION AS OF n`, without a JVM (Spark's
+   was orders of magnitude slower, even on small tables), and the tables' protocol (reader 1,
+   writer 2) is one both write;
 2. search: the copy is staged beside the live directory, then swapped in by two renames;
 3. Redis: the prefix is cleared, then every dumped key RESTOREd;
 4. checkpoint: replaced by a new one (new app id) pinned to start at the snapshot's offsets, so the

@@ -16,9 +16,9 @@ the cluster's executors) also sets the shuffle and Delta snapshot partitions, un
 configuration (`spark-defaults.conf` under SPARK_CONF_DIR, or `spark.*` settings) sets them.
 
 A driver restarted after a crash is not serving views while its JVM loads Spark's, Delta's and Kafka's
-classes: measured on 2 busy cores, a session took 6.2-8.8 s to build and its first job 3.4-4.2 s. The
-JVM's class-data sharing (an AppCDS archive of those classes, mapped instead of loaded) cut that to
-4.3 s and 2.1-2.3 s. The archive is written by the first JVM that exits normally
+classes: on 2 busy cores, seconds for the session and again for its first job. The JVM's class-data
+sharing (an AppCDS archive of those classes, mapped instead of loaded) cuts both by about a third
+(bench/results/materializers-startup.md). The archive is written by the first JVM that exits normally
 (`-XX:ArchiveClassesAtExit`) and read by every later one (`-XX:SharedArchiveFile`). It is named after
 what it was made from (the jars, pyspark, the java binary), so a changed installation makes a new
 one; an archive the JVM cannot use is ignored (`-Xshare:auto`), never fatal. Where:
@@ -185,10 +185,10 @@ def warm_class_archive() -> Path | None:
 
 ENV_DRIVER_JIT = "MATERIALIZERS_DRIVER_JIT"
 # The driver's JIT: `quick` compiles with C1 only, `full` is the JVM's default (C1, then C2 for hot
-# code). On 2 busy cores C2's compiler threads took the CPU a restarted driver needs: kill -9 to the
-# first view update 17.9 -> 13.1 s and live batches 781 -> 663 ms with `quick`, for a warehouse
-# backfill up to 0.74x as fast in local mode (the cache's: unchanged); bench/results/
-# materializers-recovery.md. On a cluster the executors' JVMs keep the full JIT: only the driver's
+# code). On 2 busy cores C2's compiler threads took the CPU a restarted driver needs: with `quick` it
+# recovers from kill -9 sooner and runs live batches faster, for a slower warehouse backfill in local
+# mode (the cache's: unchanged); bench/results/materializers-recovery.md and
+# materializers-driver-jit.md. On a cluster the executors' JVMs keep the full JIT: only the driver's
 # own JVM (every thread of it in local mode) is affected.
 DRIVER_JIT = {"quick": "-XX:TieredStopAtLevel=1", "full": ""}
 

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 # raw Kafka rows (+ the registry for event decoding) -> the decoded frame (changes + errors); see changes.py
 Transform = Callable[["DataFrame", "WriterSchemas"], "DataFrame"]
 # Called once per job: a decoder may build its Spark expressions on its first batch and reuse them
-# (building Debezium's took ~1,500 py4j calls, 0.4-0.7 s of every micro-batch).
+# (rebuilding Debezium's every batch cost a py4j call per expression node, a large share of a
+# small micro-batch).
 Decoder = Callable[[], Transform]
 # A view of the materializer's own: an instance, or a factory taking the job's plan.
 ViewSource = Union["View", Callable[["JobPlan"], "View"]]

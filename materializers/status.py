@@ -3,7 +3,7 @@
 The driver rewrites `status.json` after every progress update; `materializers status` reads it and
 adds the lag, measured when asked (`materializers.lag`): Spark's own progress cannot give it, since
 a batch without a cap plans up to the offsets it saw and so always "ends" at its latest offset (its
-lag read 0 while a demo's views were 50 s behind), and a stopped or dead driver publishes nothing.
+lag read 0 while a demo's views were far behind), and a stopped or dead driver publishes nothing.
 """
 
 from __future__ import annotations

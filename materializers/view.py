@@ -81,7 +81,29 @@ class FrameBatch:
 
 @runtime_checkable
 class View(Protocol):
-    """A store a job keeps up to date from a change stream; see the module docstring for the order."""
+    """A store a job keeps up to date from a change stream; see the module docstring for the order
+    in which a job calls its members. A structural protocol: any object with these members is a view
+    (no base class needed), so a view can wrap a client of any store; `DriverView` implements the
+    Spark side for views written from the driver alone.
+
+    Every `apply_*` must be idempotent (a crash re-runs the whole batch): key each write on the
+    change's `position`, or on (`app_id`, `batch_id`).
+
+    Raises (when a materializer is loaded, before anything starts):
+        BadView: a member is missing, `name` is not a non-empty string, a flag is not a bool, or two
+            views of one materializer share a name.
+
+    Example: docs/examples/view.py (each order's status in a dict, kept from the order events):
+
+        >>> class OrderStatus(DriverView):
+        ...     name = "order_status"
+        ...     def columns(self): return ("entity", "position", "event_type")
+        ...     def apply_table(self, batch): ...  # apply each change above the position held
+        ...     def verify(self, truth): return compare(self.name, expected, actual)
+        >>> view = OrderStatus()
+        >>> run(replace(ORDERS, builtin_views=(), views=(view,)), config=config, available_now=True)
+        0
+    """
 
     @property
     def name(self) -> str:
@@ -105,11 +127,21 @@ class View(Protocol):
         ...
 
     def check(self) -> None:
-        """Fail (ViewUnavailable, saying what to fix) when the store cannot be reached; write nothing."""
+        """Probe the store before anything is written or a Spark session exists, so bad input fails
+        in a second; write nothing.
+
+        Raises:
+            ViewUnavailable: the store cannot be reached or is misconfigured (say what to fix).
+        """
         ...
 
     def prepare(self, spark: SparkSession) -> None:
-        """Create the view's state (tables, directories) before the query starts."""
+        """Create the view's state (tables, directories) before the query starts; must be repeatable
+        (it runs at every start).
+
+        Parameters:
+            spark: the driver's session, for views whose state is a Spark table.
+        """
         ...
 
     def in_driver(self, rows: int) -> bool:
@@ -122,11 +154,25 @@ class View(Protocol):
         ...
 
     def apply_table(self, batch: TableBatch) -> Sequence[Reject]:
-        """Apply a small batch idempotently; return the changes it refused."""
+        """Apply a small batch (whole in the driver as Arrow) idempotently.
+
+        Parameters:
+            batch: the changes, with the columns every view asked for, and the (`app_id`,
+                `batch_id`) pair to key a batch-level marker on.
+
+        Returns:
+            The changes it refused (a fold's version gap, a value the store cannot hold): they go to
+            the dead letters. Empty when it applied everything.
+        """
         ...
 
     def apply_frame(self, batch: FrameBatch) -> Sequence[Reject]:
-        """Apply a large batch idempotently; return the changes it refused."""
+        """Apply a large batch (a persisted DataFrame) idempotently; returns as `apply_table`.
+
+        Parameters:
+            batch: the changes as a DataFrame (`rows` of them; None: the one-pass path, error rows
+                included), `collected` as Arrow when the job shares one collect between views.
+        """
         ...
 
     def compact(self, spark: SparkSession, rows: int | None) -> None:
@@ -134,7 +180,16 @@ class View(Protocol):
         ...
 
     def verify(self, truth: Truth) -> list[Difference]:
-        """Every entity where the view differs from the source of truth."""
+        """Every entity where the view differs from the source of truth (`materializers verify`).
+
+        Parameters:
+            truth: what the view must hold per entity, as text: a CDC table's live rows, or each
+                stream's fold of the events topic (`Materializer.fold`).
+
+        Returns:
+            The differences (`materializers.truth.compare` builds them from two dicts); empty when
+            it agrees.
+        """
         ...
 
 
@@ -157,7 +212,18 @@ class DriverView(ABC):
     implement `name`, `columns`, `apply_table` and `verify`. A large batch reaches it as Arrow too
     (`collects`), so it needs no Spark code; `check`, `prepare` and `compact` do nothing unless
     overridden. Only for batches the driver can hold: a backfill's are capped by
-    `max_offsets_per_trigger`."""
+    `max_offsets_per_trigger`.
+
+    Example: docs/examples/view.py, shown under `View`. `apply_table` gets `batch.table`, a pyarrow
+    Table of the columns `columns()` names (`entity`, `position`, `op`, the data columns), a fold's
+    patches sorted by entity, then position:
+
+        >>> def apply_table(self, batch: TableBatch) -> Sequence[Reject]:
+        ...     for change in batch.table.to_pylist():
+        ...         if change["position"] > self.held.get(change["entity"], ("", None))[0]:  # re-run: no-op
+        ...             self.held[change["entity"]] = (change["position"], change["event_type"])
+        ...     return ()  # nothing refused
+    """
 
     parallel = False
     single_pass = False

@@ -1,8 +1,8 @@
 """The warehouse's small-batch writes: a batch held in the driver as Arrow, written with delta-rs.
 
-A streaming batch of a few thousand rows cost Spark ~3.4 s of fixed work on 2 cores (planning and
+A streaming batch of a few thousand rows cost Spark seconds of fixed work on 2 cores (planning and
 scheduling the history append, the MERGE's two jobs, Delta's snapshot and commit), whatever its size;
-delta-rs appends the same rows in ~10 ms and MERGEs them into a 100k-row current table in ~60 ms.
+delta-rs appends and MERGEs the same rows in a small fraction of that (bench/results/history.md).
 Both engines write the same tables through the Delta log's optimistic commits, and both record the
 batch as a `txn` action (app id, batch id) in the commit that writes it: a batch either engine
 committed is skipped by either (`DriverTable.committed`), so a re-run after a crash never writes
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 @dataclass(slots=True)
 class DriverTable:
     """One Delta table as the driver writes it: its log is read once, then only the commits added
-    since (opening a table of 50 commits took ~30 ms, four times per batch)."""
+    since (opening a table replays its whole log, and a batch opened each table several times)."""
 
     path: str
     _table: DeltaTable | None = field(default=None, init=False, repr=False)
@@ -77,9 +77,8 @@ class DriverTable:
         )
 
     def compact(self) -> None:
-        """Bin-pack the table's small files (no commit when there is nothing to compact): ~0.1 s for
-        50 small history files, where Spark's OPTIMIZE took ~10 s on 2 busy cores and stalled the
-        stream."""
+        """Bin-pack the table's small files (no commit when there is nothing to compact), from the
+        driver: Spark's OPTIMIZE stalled the stream on 2 busy cores."""
         self.latest().optimize.compact()
 
     def written(self, bounds: Bounds) -> set[tuple[str, str]]:

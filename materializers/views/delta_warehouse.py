@@ -13,11 +13,11 @@ Commit order for a micro-batch (driver; Spark commits the checkpoint only after 
    by Delta, a replay of old offsets adds no duplicates. The check is skipped when every position of
    the batch is above the highest one in the table (`_ceiling`: read from the Delta log's file
    statistics once, then raised by each append; CDC's LSNs grow, so a live stream's batches skip
-   it): that was a Delta scan and a Spark job, ~0.7 s of a ~3.5 s 2k-row batch on 2 cores.
+   it): that was a Delta scan and a Spark job, a fifth of a small batch's time on 2 cores.
    The common cases cost no shuffle of the
    batch's rows: no pair already written (the check comes back empty: plain append), no entity twice
    in the batch (`unique_entities`, checked on the keys alone: no in-batch dedup, and step 2 needs no
-   aggregation). The bench's 2M-row snapshot backfill in 250k-row batches: 7,084 -> 8,024 rows/s;
+   aggregation), which speeds up a snapshot's backfill (bench/results/history.md);
 2. current: MERGE the latest change per entity where the incoming position is newer. Each data column
    takes the newest value a change of the batch carried (`changes.latest_per_entity`); the row keeps
    its own value where no change carried the column, or carried it at a position not newer than the
@@ -27,7 +27,7 @@ Commit order for a micro-batch (driver; Spark commits the checkpoint only after 
 3. every `optimize_every` batches: OPTIMIZE (compaction) of both tables, by the engine that wrote the batch.
 A batch of at most `driver_rows` changes (a live stream's) takes the same steps in the driver: one
 Spark job collects it as Arrow, `changes.newest_indices` folds it, and delta-rs writes both tables
-(see delta_driver.py: ~0.1 s where Spark's fixed work was ~3.4 s per batch). Larger batches (a
+(see delta_driver.py: a fraction of Spark's fixed work per batch). Larger batches (a
 backfill) stay distributed. Both record the batch in the same `txn` actions, so either engine skips
 what the other committed.
 The app id belongs to the checkpoint (see job.py): a new checkpoint gets a new app id, otherwise its
@@ -208,8 +208,8 @@ class DeltaWarehouse:
         return self._ceiling is not None and low is not None and low <= self._ceiling
 
     def _highest_position(self, spark: SparkSession) -> str | None:
-        """The files' `position` maxima in the Delta log (no data read: 0.02 s where a scan of a
-        2M-row history took 9.5 s at a job's start); a scan where a file has no statistics or
+        """The files' `position` maxima in the Delta log (no data read, where a scan of a large
+        history took seconds at a job's start); a scan where a file has no statistics or
         delta-rs cannot read the log. A truncated string statistic is still an upper bound."""
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -235,8 +235,8 @@ class DeltaWarehouse:
         entity and position statistics overlap the batch's ranges: CDC positions (LSNs) grow with
         time, so older files are skipped and the cost follows the batch, not the day. Spark picks the
         join: a small batch's keys are broadcast by its size threshold; a forced broadcast of a
-        backfill's 250k keys cost ~2 s of collecting and hashing in the driver even against an empty
-        table (a shuffle join: ~1 s).
+        backfill's keys cost more collecting and hashing in the driver than the shuffle join, even
+        against an empty table.
         """
         from pyspark.sql import functions as F
 

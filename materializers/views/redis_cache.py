@@ -110,7 +110,7 @@ class RedisCache:
         """Executor side: apply changes in order, `PIPELINE` per round trip; yield the ones that hit a gap.
 
         Chunk n+1 is sent before chunk n's replies are read, so Redis runs one chunk while this
-        worker encodes the next (measured twice as fast as redis-py's pipeline, which waits).
+        worker encodes the next (faster than redis-py's pipeline, which waits for the replies).
         """
         client = self.client()
         sha = client.script_load(APPLY_LUA)

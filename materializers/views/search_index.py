@@ -141,7 +141,7 @@ class SearchIndex:
             for change in changes:
                 stored = self._stored(searcher, change.entity)
                 # A new entity has nothing to delete: a queued delete per new document doubled a
-                # backfill batch's peak memory (250k documents, one process: 280 -> 551 MiB).
+                # backfill batch's peak memory.
                 if stored is not None:
                     if change.position <= stored["position"][0]:
                         continue
