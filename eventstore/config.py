@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from eventstore.dedup import DEFAULT_MAX_OUTCOMES, DEFAULT_WINDOW_MS
 from eventstore.errors import EventStoreError
 from kafkakit.settings import Endpoints
 
@@ -34,6 +35,10 @@ class StoreConfig:
     rebuild_window: int = 10_000
     transaction_timeout_ms: int = 60_000
     reply_timeout_s: float = 30.0
+    # How long, and for how many command ids, a retry gets its first outcome back (dedup.py); the
+    # outcomes topic keeps the same window.
+    dedup_window_ms: int = DEFAULT_WINDOW_MS
+    dedup_max_outcomes: int = DEFAULT_MAX_OUTCOMES
     dlq_topic: str | None = None
 
     def __post_init__(self) -> None:
@@ -46,10 +51,13 @@ class StoreConfig:
             or (self.replication_factor is not None and self.replication_factor < 1)
             or self.snapshot_every < 0
             or self.rebuild_window < 0
+            or self.dedup_window_ms < 1
+            or self.dedup_max_outcomes < 1
         ):
             raise EventStoreError(
-                "partitions and replication_factor must be >= 1, snapshot_every >= 0 (0 disables snapshots) and "
-                "rebuild_window >= 0 (0: no extra snapshots for idle streams)"
+                "partitions and replication_factor must be >= 1, snapshot_every >= 0 (0 disables snapshots), "
+                "rebuild_window >= 0 (0: no extra snapshots for idle streams), dedup_window_ms and "
+                "dedup_max_outcomes >= 1"
             )
 
     @classmethod
@@ -68,6 +76,8 @@ class StoreConfig:
             ("rebuild_window", "EVENTSTORE_REBUILD_WINDOW", int),
             ("transaction_timeout_ms", "EVENTSTORE_TRANSACTION_TIMEOUT_MS", int),
             ("reply_timeout_s", "EVENTSTORE_REPLY_TIMEOUT_S", float),
+            ("dedup_window_ms", "EVENTSTORE_DEDUP_WINDOW_MS", int),
+            ("dedup_max_outcomes", "EVENTSTORE_DEDUP_MAX_OUTCOMES", int),
             ("dlq_topic", "EVENTSTORE_DLQ_TOPIC", str),
         ):
             if env.get(name):
@@ -88,6 +98,8 @@ class StoreConfig:
             "EVENTSTORE_REBUILD_WINDOW": str(self.rebuild_window),
             "EVENTSTORE_TRANSACTION_TIMEOUT_MS": str(self.transaction_timeout_ms),
             "EVENTSTORE_REPLY_TIMEOUT_S": str(self.reply_timeout_s),
+            "EVENTSTORE_DEDUP_WINDOW_MS": str(self.dedup_window_ms),
+            "EVENTSTORE_DEDUP_MAX_OUTCOMES": str(self.dedup_max_outcomes),
         }
         optional = {
             "EVENTSTORE_DLQ_TOPIC": self.dlq_topic,

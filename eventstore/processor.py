@@ -53,6 +53,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from eventstore.aggregate import Aggregate
 from eventstore.config import StoreConfig
 from eventstore.decision import StreamState, handle, snapshot_due
+from eventstore.dedup import DedupMemory
 from eventstore.envelope import Outcome, Position, Snapshot
 from eventstore.errors import EventStoreError, ProcessorFenced, RegistryUnavailable
 from eventstore.heap import HeapSettler
@@ -175,7 +176,7 @@ class CommandProcessor(Generic[S]):
         self.batch_size = batch_size
         self.stop_requested = threading.Event()
         self._streams: dict[str, StreamState[S]] = {}
-        self._outcomes: dict[str, Outcome] = {}
+        self._dedup = DedupMemory(config.dedup_window_ms, config.dedup_max_outcomes)
         self._owned: set[int] = set()
         self._needed: dict[int, dict[str, int]] = {}
         self._floor: dict[int, int] = {}  # lower bound of the next events offset per partition
@@ -282,11 +283,7 @@ class CommandProcessor(Generic[S]):
         self._streams = {
             s: st for s, st in self._streams.items() if partition_for(s, self.config.partitions) not in lost
         }
-        self._outcomes = {
-            c: o
-            for c, o in self._outcomes.items()
-            if partition_for(o.stream_id, self.config.partitions) not in lost
-        }
+        self._dedup.forget(lambda o: partition_for(o.stream_id, self.config.partitions) in lost)
         self._heap.full()
         log.info("revoked partitions %s", sorted(lost))
 
@@ -303,8 +300,9 @@ class CommandProcessor(Generic[S]):
     def _rebuild(self, partition: int) -> RebuildReport:
         cfg, serde = self.config, self.serde
         outcome_msgs = self._read_all(cfg.outcomes_topic, partition)
-        self._outcomes.update(
-            {(m.key() or b"").decode(): serde.read_outcome(m.value() or b"") for m in outcome_msgs}
+        self._dedup.remember(
+            (((m.key() or b"").decode(), serde.read_outcome(m.value() or b"")) for m in outcome_msgs),
+            int(time.time() * 1000),
         )
         latest: dict[str, Message] = {}
         low_waters = []
@@ -396,7 +394,7 @@ class CommandProcessor(Generic[S]):
         t.offsets_s += t3 - t2
         t.commit_s += time.perf_counter() - t3
         self._streams.update(staged.streams)
-        self._outcomes.update(staged.outcomes)
+        self._dedup.remember(staged.outcomes.items(), int(time.time() * 1000))
         for partition, needed in staged.needed.items():
             self._needed.setdefault(partition, {}).update(needed)
         for partition, streams in staged.snapshotted.items():
@@ -460,7 +458,7 @@ class CommandProcessor(Generic[S]):
         command_id = h.get(H_COMMAND_ID) or f"{msg.topic()}:{partition}:{msg.offset()}"
         reply_partition = _int(h.get(H_REPLY_PARTITION)) % self.config.partitions
         now = int(time.time() * 1000)
-        prior = staged.outcomes.get(command_id) or self._outcomes.get(command_id)
+        prior = staged.outcomes.get(command_id) or self._dedup.get(command_id, now)
         if prior is not None:  # a retry: re-send the first outcome, append nothing
             self._reply(prior, reply_partition)
             return

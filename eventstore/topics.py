@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
@@ -69,6 +70,8 @@ def specs(config: StoreConfig) -> tuple[TopicSpec, ...]:
     n = config.partitions
     append_only = {"cleanup.policy": "delete", "retention.ms": "-1"}
     compacted = {"cleanup.policy": "compact"}
+    # The dedup memory's window (dedup.py): older outcomes are deleted, not only compacted.
+    windowed = {"cleanup.policy": "compact,delete", "retention.ms": str(config.dedup_window_ms)}
     transient = {"cleanup.policy": "delete", "retention.ms": str(7 * 24 * 3600 * 1000)}
     dlq = (TopicSpec(config.dlq_topic, 1, append_only, per_stream=False),) if config.dlq_topic else ()
     return (
@@ -76,7 +79,7 @@ def specs(config: StoreConfig) -> tuple[TopicSpec, ...]:
         TopicSpec(config.events_topic, n, append_only),
         TopicSpec(config.commands_topic, n, transient),
         TopicSpec(config.replies_topic, n, transient),
-        TopicSpec(config.outcomes_topic, n, compacted),
+        TopicSpec(config.outcomes_topic, n, windowed),
         TopicSpec(config.snapshots_topic, n, compacted),
     )
 
@@ -109,13 +112,17 @@ def ensure_topics(config: StoreConfig, timeout: float = 30.0) -> list[tuple[str,
                     raise TopicSetupError(f"creating topic {name} failed: {exc}") from exc
         report = []
         for spec in wanted:
-            if spec.name in existing:
+            found = (
                 _verify(admin, spec, len(existing[spec.name].partitions), timeout)
-            report.append((spec.name, "exists" if spec.name in existing else "created"))
+                if spec.name in existing
+                else "created"
+            )
+            report.append((spec.name, found))
         return report
 
 
-def _verify(admin: AdminClient, spec: TopicSpec, partitions: int, timeout: float) -> None:
+def _verify(admin: AdminClient, spec: TopicSpec, partitions: int, timeout: float) -> str:
+    """ "exists", or "updated" when only the dedup window's settings differed (set to the config's)."""
     if spec.per_stream and partitions != spec.partitions:
         raise TopicSetupError(
             f"topic {spec.name} has {partitions} partitions but the store expects {spec.partitions}; "
@@ -124,8 +131,32 @@ def _verify(admin: AdminClient, spec: TopicSpec, partitions: int, timeout: float
     resource = ConfigResource(ConfigResource.Type.TOPIC, spec.name)
     found = admin.describe_configs([resource])[resource].result(timeout=timeout)
     policy = found["cleanup.policy"].value
+    if _windowed(spec) and policy in ("compact", spec.config["cleanup.policy"]):
+        return _align_window(admin, spec, found, timeout)
     if policy != spec.config["cleanup.policy"]:
         raise TopicSetupError(
             f"topic {spec.name} has cleanup.policy={policy}, expected {spec.config['cleanup.policy']}; "
             "fix it with kafka-configs or choose a new store name"
         )
+    return "exists"
+
+
+def _windowed(spec: TopicSpec) -> bool:
+    return "delete" in spec.config["cleanup.policy"] and "compact" in spec.config["cleanup.policy"]
+
+
+def _align_window(admin: AdminClient, spec: TopicSpec, found: dict[str, Any], timeout: float) -> str:
+    """The outcomes topic follows the dedup window: a store made before the window existed
+    (`compact` only) or with another window gets the config's, as `init` runs again."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry  # type: ignore[attr-defined]
+
+    changed = [k for k in ("cleanup.policy", "retention.ms") if found[k].value != spec.config[k]]
+    if not changed:
+        return "exists"
+    entries = [ConfigEntry(k, spec.config[k], incremental_operation=AlterConfigOpType.SET) for k in changed]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, spec.name, incremental_configs=entries)
+    try:
+        admin.incremental_alter_configs([resource])[resource].result(timeout=timeout)
+    except KafkaException as exc:
+        raise TopicSetupError(f"updating {', '.join(changed)} of topic {spec.name} failed: {exc}") from exc
+    return "updated"

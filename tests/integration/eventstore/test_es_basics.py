@@ -245,3 +245,31 @@ def test_topics_take_the_clusters_replication_and_an_impossible_one_is_refused(s
         ensure_topics(too_many)
     left = admin.list_topics(timeout=10).topics
     assert not [t for t in left if t.startswith(f"{too_many.name}.")]  # nothing half-created
+
+
+def test_a_retry_after_the_dedup_window_is_decided_again_and_init_aligns_the_outcomes_topic(
+    store: StoreConfig, start_processor: Any, client: EventStoreClient[Any]
+) -> None:
+    """The dedup memory is a window (here 3 s): inside it a retry gets its first outcome, after it
+    the command id is new again and the command is decided on the stream as it is now."""
+    import time
+
+    from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
+
+    start_processor("w", EVENTSTORE_DEDUP_WINDOW_MS="3000")
+    create(client, "w1", expected_version=0)
+    line = o.AddLine(order_id="w1", sku="x", quantity=1, unit_price_cents=5)
+    first = client.execute(line, command_id="late-retry")
+    assert client.execute(line, command_id="late-retry") == first
+    time.sleep(3.5)
+    with pytest.raises(o.DuplicateLine, match="already has SKU x"):  # decided on the stream as it is now
+        client.execute(line, command_id="late-retry")
+    assert [e.version for e in client.read_stream("order-w1")] == [1, 2]
+    # The outcomes topic keeps the same window: `init` with another window updates it in place.
+    report = ensure_topics(replace(store, dedup_window_ms=60_000))
+    assert dict(report)[store.outcomes_topic] == "updated"
+    admin = AdminClient({"bootstrap.servers": store.bootstrap_servers})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, store.outcomes_topic)
+    found = admin.describe_configs([resource])[resource].result(timeout=10)
+    assert (found["cleanup.policy"].value, found["retention.ms"].value) == ("compact,delete", "60000")
+    assert dict(ensure_topics(replace(store, dedup_window_ms=60_000)))[store.outcomes_topic] == "exists"

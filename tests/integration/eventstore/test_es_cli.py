@@ -66,8 +66,12 @@ def test_init_creates_topics_with_their_retention_and_registers_schemas(stack: A
     described = {r.name: f.result(timeout=30) for r, f in admin.describe_configs(resources).items()}
     events = described[config.events_topic]
     assert (events["cleanup.policy"].value, events["retention.ms"].value) == ("delete", "-1")
-    for compacted in (config.snapshots_topic, config.outcomes_topic):
-        assert described[compacted]["cleanup.policy"].value == "compact"
+    assert described[config.snapshots_topic]["cleanup.policy"].value == "compact"
+    outcomes = described[config.outcomes_topic]  # the dedup window: compacted, and deleted when older
+    assert (outcomes["cleanup.policy"].value, outcomes["retention.ms"].value) == (
+        "compact,delete",
+        str(config.dedup_window_ms),
+    )
     for transient in (config.commands_topic, config.replies_topic):
         assert described[transient]["cleanup.policy"].value == "delete"
         assert described[transient]["retention.ms"].value == str(7 * 24 * 3600 * 1000)
