@@ -1,4 +1,4 @@
-"""`materializers` command line: start, status, stop, list, verify, snapshot, restore, rebuild.
+"""`materializers` command line: start, status, stop, list, verify, search, snapshot, restore, rebuild.
 
 Exit codes: 0 success, 1 the job failed or `verify` found differences, 2 bad input (the message says
 what to fix). Every check that needs no Spark (name, start position, Redis, topic, checkpoint owner)
@@ -30,8 +30,8 @@ from materializers import (
     status,
 )
 from materializers.catalog import ENTRY_POINT_GROUP, available, lookup
-from materializers.config import SMALL_BATCH_ROWS, RunConfig
-from materializers.errors import ConflictingJobs, JobNotRunning
+from materializers.config import OPENSEARCH_URL, SEARCH_BACKENDS, SMALL_BATCH_ROWS, RunConfig
+from materializers.errors import ConflictingJobs, JobNotRunning, UnknownView
 from materializers.job import topic_partitions
 from materializers.verify import verify
 
@@ -43,6 +43,15 @@ _PER_JOB_FLAGS = ("topic", "table", "checkpoint", "dlq_topic")
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="materializers", description=__doc__)
     parser.add_argument("--home", help="state directory (checkpoints, views, status); env MATERIALIZERS_HOME")
+    parser.add_argument(
+        "--search-backend",
+        choices=SEARCH_BACKENDS,
+        help="where the search view lives: tantivy (an index on the driver, the default) or opensearch "
+        "(env MATERIALIZERS_SEARCH_BACKEND)",
+    )
+    parser.add_argument(
+        "--opensearch-url", help=f"OpenSearch address (env OPENSEARCH_URL; default {OPENSEARCH_URL})"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     start = sub.add_parser(
@@ -100,6 +109,14 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--redis-prefix", help="Redis key prefix (default mat)")
         p.add_argument("--views", help="views to keep, e.g. cache,warehouse (default cache,search,warehouse)")
 
+    search = sub.add_parser("search", help="answer a query from the search view (either backend)")
+    search.add_argument("name")
+    search.add_argument("query", help="words to look for in the materializer's search fields")
+    search.add_argument("--limit", type=int, default=10)
+    search.add_argument(
+        "--redis-prefix", help="Redis key prefix (default mat; names the OpenSearch alias too)"
+    )
+
     snap = sub.add_parser("snapshot", help="snapshot a stopped job's views + the offsets they reflect")
     snap.add_argument("name")
     snap.add_argument("--list", action="store_true", help="list the job's snapshots instead")
@@ -147,6 +164,8 @@ def _config(args: argparse.Namespace, *, per_job: dict[str, str] | None = None) 
             "max_offsets_per_trigger",
             "warehouse_driver_rows",
             "small_batch_rows",
+            "search_backend",
+            "opensearch_url",
         )
     }
     return RunConfig.from_env().with_overrides(**flags)
@@ -293,12 +312,30 @@ def _verify(args: argparse.Namespace) -> int:
     return 1 if differences else 0
 
 
+def _search(args: argparse.Namespace) -> int:
+    """The live generation's search view answers: Tantivy's index or OpenSearch's alias."""
+    plan = generations.resolve(lookup(args.name), _config(args))
+    tantivy, remote = plan.search(), plan.opensearch()
+    if remote is not None:
+        remote.check()
+        keys, backend = remote.search(args.query, args.limit), "OpenSearch"
+    elif tantivy is not None:
+        keys, backend = tantivy.search(args.query, args.limit), "Tantivy"
+    else:
+        raise UnknownView(f"materializer {args.name!r} has no search view (it names no search_fields)")
+    for key in keys:
+        print(key)
+    print(f"{args.name}: {len(keys)} hit(s) from {backend}", file=sys.stderr)
+    return 0
+
+
 COMMANDS = {
     "start": _start,
     "status": _status,
     "stop": _stop,
     "list": _list,
     "verify": _verify,
+    "search": _search,
     "snapshot": _snapshot,
     "restore": _restore,
     "rebuild": _rebuild,

@@ -29,6 +29,11 @@ ENV_DRIVER_ROWS = "MATERIALIZERS_WAREHOUSE_DRIVER_ROWS"
 DRIVER_ROWS = 50_000
 ENV_SMALL_BATCH_ROWS = "MATERIALIZERS_SMALL_BATCH_ROWS"
 SMALL_BATCH_ROWS = 10_000
+ENV_SEARCH_BACKEND = "MATERIALIZERS_SEARCH_BACKEND"
+SEARCH_BACKENDS = ("tantivy", "opensearch")
+ENV_OPENSEARCH_URL = "OPENSEARCH_URL"
+OPENSEARCH_URL = "http://127.0.0.1:19200"  # the local stack's (STACK_OPENSEARCH=1)
+ENV_OPENSEARCH_REPLICAS = "MATERIALIZERS_OPENSEARCH_REPLICAS"
 VIEWS = ("cache", "search", "warehouse")  # the built-in views, in the order `parse_views` keeps
 _VIEW_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
@@ -64,6 +69,11 @@ class RunConfig:
     # it into Arrow, every view is written from there (a live stream's batches, where each further
     # Spark job costs latency); larger batches (a backfill) spread over the executors; 0 = never
     small_batch_rows: int = SMALL_BATCH_ROWS
+    # the search view's store: an embedded Tantivy index on the driver, or an OpenSearch cluster
+    search_backend: str = "tantivy"
+    opensearch_url: str = OPENSEARCH_URL
+    # replicas of a new OpenSearch index; None = what the cluster can place (0 on one node, else 1)
+    opensearch_replicas: int | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RunConfig:
@@ -86,6 +96,9 @@ class RunConfig:
             max_offsets_per_trigger=parse_max_offsets(env.get(ENV_MAX_OFFSETS) or "0"),
             warehouse_driver_rows=parse_driver_rows(env.get(ENV_DRIVER_ROWS) or str(DRIVER_ROWS)),
             small_batch_rows=parse_driver_rows(env.get(ENV_SMALL_BATCH_ROWS) or str(SMALL_BATCH_ROWS)),
+            search_backend=parse_search_backend(env.get(ENV_SEARCH_BACKEND) or "tantivy"),
+            opensearch_url=env.get(ENV_OPENSEARCH_URL) or OPENSEARCH_URL,
+            opensearch_replicas=parse_replicas(env.get(ENV_OPENSEARCH_REPLICAS) or ""),
         )
 
     def with_overrides(self, **flags: str | None) -> RunConfig:
@@ -104,6 +117,8 @@ class RunConfig:
             "max_offsets_per_trigger",
             "warehouse_driver_rows",
             "small_batch_rows",
+            "search_backend",
+            "opensearch_url",
         }
         if unknown:
             raise ConfigError(f"unknown run setting(s) {sorted(unknown)}")
@@ -117,6 +132,8 @@ class RunConfig:
         for rows in ("warehouse_driver_rows", "small_batch_rows"):
             if rows in given:
                 typed[rows] = parse_driver_rows(given[rows])
+        if "search_backend" in given:
+            typed["search_backend"] = parse_search_backend(given["search_backend"])
         home = typed.pop("home", None)
         updated = replace(self, **typed)  # type: ignore[arg-type]
         return replace(updated, home=Path(str(home))) if home else updated
@@ -170,4 +187,22 @@ def parse_driver_rows(text: str) -> int:
         raise ConfigError(
             f"driver rows {text!r} must be a non-negative integer (records per batch, 0 = always Spark)"
         )
+    return int(text)
+
+
+def parse_search_backend(text: str) -> str:
+    if text.strip() not in SEARCH_BACKENDS:
+        raise ConfigError(
+            f"search backend {text!r} not understood; use {' or '.join(SEARCH_BACKENDS)} "
+            f"(--search-backend, env {ENV_SEARCH_BACKEND})"
+        )
+    return text.strip()
+
+
+def parse_replicas(text: str) -> int | None:
+    """Replicas of a new OpenSearch index: a non-negative integer, or empty for the cluster's choice."""
+    if not text.strip():
+        return None
+    if not text.strip().isdigit():
+        raise ConfigError(f"{ENV_OPENSEARCH_REPLICAS}={text!r} must be a non-negative integer, or unset")
     return int(text)

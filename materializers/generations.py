@@ -8,7 +8,9 @@ it (prefix `<base>@g<hex>`, directories under `<job dir>/generations/g<hex>/`).
 Pointers (each replaced atomically, so a reader sees the old or the new generation, never neither):
 - `<job dir>/live.json` — {"generation", "redis_prefix", "view_dir"}: written to a temp file and
   `rename`d over the old one; the search index and Delta paths are resolved through it;
-- Redis key `<base>@live` — the live prefix (a single SET), for readers that only talk to Redis.
+- Redis key `<base>@live` — the live prefix (a single SET), for readers that only talk to Redis;
+- with the OpenSearch search backend, the alias `<redis prefix>-<name>` — moved to the generation's
+  index in one `_aliases` request.
 No pointer = generation "". The two pointers are switched one after the other (file, then Redis):
 a reader that mixes stores may for a moment see the new Delta and the old cache, both complete.
 """
@@ -53,6 +55,9 @@ def switch(plan: JobPlan) -> None:
     tmp = plan.job_dir / f".{POINTER_FILE}.{os.getpid()}"
     tmp.write_text(json.dumps(body))
     tmp.replace(plan.job_dir / POINTER_FILE)
+    remote = plan.opensearch()
+    if remote is not None:  # OpenSearch readers resolve the alias, switched atomically
+        remote.switch_alias()
     try:
         plan.cache().client().set(plan.base_prefix + REDIS_POINTER, plan.redis_prefix)
     except redis.RedisError as exc:

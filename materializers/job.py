@@ -31,19 +31,16 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from kafkakit.clients import admin_client
 from kafkakit.limits import DEAD_LETTER_MAX_RECORD_BYTES
 from kafkakit.positions import StartPosition, parse_offsets_json
-from materializers import checkpoint, dead_letters, lifecycle, positions
+from materializers import checkpoint, dead_letters, failpoints, lifecycle, positions
 from materializers.avro_events import WriterSchemas
 from materializers.changes import split
 from materializers.errors import CheckpointMismatch, SourceUnavailable
@@ -61,8 +58,6 @@ log = logging.getLogger(__name__)
 IDENTITY_FILE = "job.json"
 B = TypeVar("B", TableBatch, FrameBatch)  # the batch of one path, as every view of the job gets it
 FIELD_MAPS = ("set_fields", "del_fields")  # only the cache reads them; they repeat every data value
-# The step Job._failpoint reaches for a failpoint's old name (tests, scripts): the last one of a batch.
-FAILPOINT_ALIASES = {"after-warehouse": "after-views"}
 
 # Debezium's JSON records carry their schema (~2.5 KB each): the consumer's default 1 MiB per
 # partition fetch meant a round trip per ~400 records.
@@ -495,20 +490,10 @@ class Job:
         )
 
     def _failpoint(self, step: str, batch_id: int) -> None:
-        """Test hook (RunConfig.failpoint "<step>:<marker>[:until-stop]"): announce the step, then block.
-
-        Plain: block (to be killed mid-batch). `until-stop`: hold the batch open until a stop is
-        requested, then finish it — so a test can ask for a stop while a batch is in flight.
-        """
-        name, _, rest = self.plan.config.failpoint.partition(":")
-        marker, _, mode = rest.partition(":")
-        if FAILPOINT_ALIASES.get(name, name) != step or not marker or Path(marker).exists():
-            return
-        Path(marker).write_text(f"{os.getpid()} {batch_id}")
-        deadline = time.monotonic() + 300
-        stop = lifecycle.stop_file(self.plan.job_dir)
-        while time.monotonic() < deadline and not (mode == "until-stop" and stop.exists()):
-            time.sleep(0.2)
+        """Test hook: hold the driver at `step` of this batch (failpoints.py)."""
+        failpoints.hold(
+            self.plan.config.failpoint, step, str(batch_id), lifecycle.stop_file(self.plan.job_dir)
+        )
 
     # --- the driver's main loop ----------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from materializers.spec import Materializer
 from materializers.view import View, check_names, check_view, is_factory
 from materializers.views.builtin import CacheView, SearchView, WarehouseView
 from materializers.views.delta_warehouse import DeltaWarehouse
+from materializers.views.opensearch_index import OpenSearchIndex, OpenSearchView, alias_name
 from materializers.views.redis_cache import RedisCache
 from materializers.views.search_index import SearchIndex
 
@@ -68,10 +69,29 @@ class JobPlan:
         return RedisCache(self.config.endpoints.redis_url, self.redis_prefix)
 
     def search(self) -> SearchIndex | None:
+        """The Tantivy index (None: no search view, or it lives in OpenSearch: `opensearch()`)."""
         return (
             SearchIndex(self.view_dir / "search", self.spec.search_fields)
-            if self.spec.search_fields and self.keeps("search")
+            if self.spec.search_fields and self.keeps("search") and self.config.search_backend == "tantivy"
             else None
+        )
+
+    def opensearch(self) -> OpenSearchIndex | None:
+        """The search view's OpenSearch index (None: no search view, or it is Tantivy's). Readers use
+        the alias `<redis prefix>-<name>`; each generation writes an index of its own behind it."""
+        if not (
+            self.spec.search_fields and self.keeps("search") and self.config.search_backend == "opensearch"
+        ):
+            return None
+        alias = alias_name(self.config.redis_prefix, self.spec.name)
+        return OpenSearchIndex(
+            url=self.config.opensearch_url,
+            alias=alias,
+            index=f"{alias}-{self.generation or 'g0'}",
+            search_fields=self.spec.search_fields,
+            data_columns=self.spec.data_columns,
+            replicas=self.config.opensearch_replicas,
+            failpoint=self.config.failpoint,
         )
 
     def keeps(self, view: str) -> bool:
@@ -97,6 +117,8 @@ class JobPlan:
             built.append(CacheView(self.cache()))
         if index is not None:
             built.append(SearchView(index))
+        if (remote := self.opensearch()) is not None:
+            built.append(OpenSearchView(remote))
         if self.keeps("warehouse"):
             built.append(WarehouseView(self.warehouse(), self.spec.data_columns))
         own = [self._own_view(source) for source in self.spec.views]

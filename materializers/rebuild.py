@@ -84,6 +84,9 @@ def catch_up(spark: SparkSession, plan: JobPlan, start: StartPosition, deadline:
 def retire(plan: JobPlan) -> None:
     """Delete one generation's Redis keys, index, Delta tables and checkpoint."""
     plan.cache().clear()
+    remote = plan.opensearch()
+    if remote is not None:
+        remote.drop()
     index = plan.search()
     doomed = [plan.warehouse().root, plan.checkpoint, *([index.path] if index else [])]
     if plan.generation:

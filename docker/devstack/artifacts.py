@@ -9,6 +9,9 @@ Layout under the cache (default ~/.cache/kafka-toolkit, override with TOOLKIT_CA
                                                CDC records) with its dependencies, minus the Kafka jars
   apicurio-<v>/.../quarkus-run.jar             schema registry (Quarkus fast-jar)
   spark-<v>-delta-<v>/jars/*.jar               spark.jars: Kafka source, Avro, Delta (a Spark start needs no network)
+  opensearch-<v>/lib/*.jar                     an OpenSearch node (server, HTTP transport, analysis, Painless)
+  opensearch-launcher-<hash>/classes/          OpenSearchNode.class, compiled with javac from the source
+                                               shipped in this package (hash of the source and the version)
 Each directory is written under a temporary name and renamed when complete, so an interrupted fetch
 never leaves a half-filled directory that looks usable.
 """
@@ -88,6 +91,15 @@ class Artifacts:
     @property
     def spark_jars_dir(self) -> Path:
         return self.root / f"spark-{self.pins.spark}-delta-{self.pins.delta}" / "jars"
+
+    @property
+    def opensearch_lib(self) -> Path:
+        return self.root / f"opensearch-{self.pins.opensearch}" / "lib"
+
+    @property
+    def opensearch_launcher(self) -> Path:
+        digest = _sources_digest(OPENSEARCH_LAUNCHER.parent, self.pins.opensearch, only=OPENSEARCH_LAUNCHER)
+        return self.root / f"opensearch-launcher-{digest}" / "classes"
 
     def apicurio_jar(self) -> Path:
         found = sorted(self.apicurio_dir.rglob("quarkus-run.jar"))
@@ -185,10 +197,11 @@ def fetch_debezium(arts: Artifacts) -> None:
 CONNECT_PLUGIN_SOURCES = REPO_ROOT / "connect-plugins" / "oversize-router"
 
 
-def _sources_digest(root: Path, *salt: str) -> str:
+def _sources_digest(root: Path, *salt: str, only: Path | None = None) -> str:
     """Names the build after what it is built from, so an edited source is built again, never reused."""
     digest = hashlib.sha256("\0".join(salt).encode())
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and "target" not in p.parts):
+    found = [only] if only else (p for p in root.rglob("*") if p.is_file() and "target" not in p.parts)
+    for path in sorted(found):
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -274,6 +287,56 @@ def fetch_spark(arts: Artifacts) -> None:
     _build_atomically(arts.spark_jars_dir.parent, build)
 
 
+# Shipped as package data: an installed toolkit compiles the same launcher.
+OPENSEARCH_LAUNCHER = Path(__file__).with_name("OpenSearchNode.java")
+OPENSEARCH_PLUGINS = ("transport-netty4-client", "analysis-common", "lang-painless")
+
+
+def fetch_opensearch(arts: Artifacts) -> None:
+    """OpenSearch's server jar and the three modules a node needs here, plus log4j-core (the server
+    brings only log4j-api), in the version of the log4j-api it resolves."""
+    v = arts.pins.opensearch
+    coords = [
+        f"org.opensearch:opensearch:{v}",
+        *(f"org.opensearch.plugin:{plugin}:{v}" for plugin in OPENSEARCH_PLUGINS),
+        f"org.apache.logging.log4j:log4j-core:{arts.pins.log4j}",
+    ]
+    _build_atomically(
+        arts.opensearch_lib.parent, lambda d: _copy_dependencies("opensearch", coords, d / "lib")
+    )
+
+
+def javac_binary() -> str:
+    """A javac of JDK 17+ (JAVA_HOME, then PATH); the launcher is compiled for Java 17."""
+    home = os.environ.get("JAVA_HOME")
+    candidates = [str(Path(home) / "bin" / "javac")] if home else []
+    candidates.append(shutil.which("javac") or "")
+    for javac in candidates:
+        if javac and Path(javac).exists():
+            return javac
+    raise PrerequisiteMissing(
+        "the OpenSearch launcher is compiled at fetch time and no javac was found (JAVA_HOME, PATH); "
+        "install a JDK with `apt-get install -y openjdk-17-jdk-headless`"
+    )
+
+
+def fetch_opensearch_launcher(arts: Artifacts) -> None:
+    """Compile OpenSearchNode.java against the fetched jars into the cache (needs `fetch_opensearch`)."""
+
+    def build(staging: Path) -> None:
+        classpath = f"{arts.opensearch_lib}/*"
+        cmd = [javac_binary(), "--release", "17", "-cp", classpath, "-d", str(staging / "classes")]
+        proc = subprocess.run([*cmd, str(OPENSEARCH_LAUNCHER)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ArtifactFetchFailed(
+                f"javac could not compile {OPENSEARCH_LAUNCHER} (exit {proc.returncode}); a JDK 17+ is "
+                f"needed, and {arts.opensearch_lib} must hold OpenSearch {arts.pins.opensearch}:\n"
+                + (proc.stdout + proc.stderr)[-3000:]
+            )
+
+    _build_atomically(arts.opensearch_launcher.parent, build)
+
+
 def fetch_all(arts: Artifacts | None = None) -> Artifacts:
     arts = arts or Artifacts(cache_root(), Pins.load())
     steps = (
@@ -283,6 +346,8 @@ def fetch_all(arts: Artifacts | None = None) -> Artifacts:
         fetch_apicurio_converter,
         fetch_apicurio,
         fetch_spark,
+        fetch_opensearch,
+        fetch_opensearch_launcher,
     )
     for step in steps:
         log.info("fetching %s", step.__name__.removeprefix("fetch_"))

@@ -1,7 +1,7 @@
 """Settings of the local stack: where its state lives, which ports, how much heap.
 
 `StackConfig.from_env` is the only place the environment is read (STACK_DIR, STACK_<SERVICE>_PORT,
-STACK_READY_TIMEOUT). A port set explicitly must be free; a default port that is taken is replaced by a
+STACK_READY_TIMEOUT, STACK_OPENSEARCH). A port set explicitly must be free; a default port that is taken is replaced by a
 free one, and the choice is kept in <state>/ports.json so the stack keeps its addresses across restarts
 (registered connectors store the Postgres port).
 """
@@ -26,13 +26,19 @@ DEFAULT_PORTS = {
     "redis": 16379,
     "registry": 18080,
     "registry_management": 18089,
+    "opensearch": 19200,
+    "opensearch_transport": 19300,
 }
 # Ports that belong to a service of another name (the service that must be running to hold them).
-PORT_OWNER = {"controller": "kafka", "registry_management": "registry"}
+PORT_OWNER = {"controller": "kafka", "registry_management": "registry", "opensearch_transport": "opensearch"}
+# Services started only when asked for (STACK_<NAME>=1): OpenSearch costs ~10 CPU-seconds to start
+# (~5 s more on a 2-core `make up`) and ~350 MB of RSS, and only the OpenSearch search backend needs it.
+OPTIONAL_SERVICES = ("opensearch",)
 
 
 DEFAULT_STATE_DIR = REPO_ROOT / ".stack"
 DEFAULT_READY_TIMEOUT_S = 90.0
+_YES = ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,6 +50,9 @@ class StackConfig:
     # Connect's largest CPU cost at 5-10k changes/s is young-generation GC (bench/cdc_bench.py).
     connect_heap: str = "1g"
     registry_heap: str = "256m"
+    opensearch_heap: str = "512m"
+    # the optional services (OPTIONAL_SERVICES) this stack starts
+    optional: frozenset[str] = frozenset()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> StackConfig:
@@ -53,7 +62,10 @@ class StackConfig:
         }
         state = Path(env["STACK_DIR"]).resolve() if env.get("STACK_DIR") else DEFAULT_STATE_DIR
         timeout = float(env.get("STACK_READY_TIMEOUT", DEFAULT_READY_TIMEOUT_S))
-        return cls(state_dir=state, explicit_ports=ports, ready_timeout_s=timeout)
+        optional = frozenset(
+            name for name in OPTIONAL_SERVICES if env.get(f"STACK_{name.upper()}", "").lower() in _YES
+        )
+        return cls(state_dir=state, explicit_ports=ports, ready_timeout_s=timeout, optional=optional)
 
     @property
     def ports_file(self) -> Path:

@@ -81,6 +81,7 @@ class Images:
     connect: str
     redis: str
     registry: str
+    opensearch: str  # compose's optional service; the container stack does not start it (yet)
 
     @classmethod
     def from_pins(cls, pins: Pins) -> Images:
@@ -91,6 +92,7 @@ class Images:
             connect=f"quay.io/debezium/connect:{pins.debezium}",
             redis=f"redis:{pins.redis}",
             registry=f"apicurio/apicurio-registry:{pins.apicurio}",
+            opensearch=f"opensearchproject/opensearch:{pins.opensearch}",
         )
 
 

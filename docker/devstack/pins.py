@@ -29,6 +29,7 @@ class Pins:
     redis: str
     spark: str
     delta: str
+    opensearch: str
 
     @classmethod
     def load(cls, pyproject: Path = REPO_ROOT / "pyproject.toml") -> Pins:

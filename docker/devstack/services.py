@@ -1,4 +1,5 @@
-"""The five services as local processes: how each is prepared, started, probed and stopped.
+"""The five services (and the optional OpenSearch node) as local processes: how each is prepared,
+started, probed and stopped.
 
 Every service writes its config and data under the state dir, logs to <state>/logs/<name>.log, and is
 started in its own session so a stop can reach all of its children.
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from devstack import probes
+from devstack import opensearch, probes
 from devstack.artifacts import Artifacts
 from devstack.config import StackConfig
 from devstack.errors import PrerequisiteMissing, StackError
@@ -46,6 +47,7 @@ class Context:
             "PG_DSN": f"postgresql://postgres@127.0.0.1:{p['postgres']}/postgres",
             "REDIS_URL": f"redis://127.0.0.1:{p['redis']}/0",
             "SCHEMA_REGISTRY_URL": f"http://127.0.0.1:{p['registry']}/apis/ccompat/v7",
+            OPENSEARCH_ENV: f"http://127.0.0.1:{p['opensearch']}",
         }
 
 
@@ -58,6 +60,7 @@ class Service:
     after: tuple[str, ...] = ()
     stop_signal: int = signal.SIGTERM
     as_postgres_user: bool = False
+    optional: bool = False  # started only when StackConfig.optional names it (or it already runs)
 
 
 # ---------------------------------------------------------------- prerequisites
@@ -395,6 +398,31 @@ def probe_registry(ctx: Context) -> bool:
     return probes.registry(ctx.endpoints()["SCHEMA_REGISTRY_URL"])
 
 
+# ---------------------------------------------------------------- opensearch (optional)
+
+OPENSEARCH_ENV = "OPENSEARCH_URL"
+
+
+def prepare_opensearch(ctx: Context) -> None:
+    opensearch.prepare(ctx.state)
+
+
+def opensearch_command(ctx: Context) -> list[str]:
+    settings = opensearch.node_settings(ctx.state, ctx.ports["opensearch"], ctx.ports["opensearch_transport"])
+    arts = ctx.artifacts
+    return opensearch.command(
+        java_binary(), ctx.config.opensearch_heap, arts.opensearch_lib, arts.opensearch_launcher, settings
+    )
+
+
+def probe_opensearch(ctx: Context) -> bool:
+    return opensearch.healthy(ctx.endpoints()[OPENSEARCH_ENV])
+
+
+# Endpoint variables that only a running optional service puts in .stack/env.
+OPTIONAL_ENDPOINTS = {OPENSEARCH_ENV: "opensearch"}
+
+
 SERVICES: tuple[Service, ...] = (
     Service(
         "postgres",
@@ -408,4 +436,5 @@ SERVICES: tuple[Service, ...] = (
     Service("kafka", prepare_kafka, kafka_command, probe_kafka),
     Service("registry", prepare_registry, registry_command, probe_registry),
     Service("connect", prepare_connect, connect_command, probe_connect, after=("kafka",)),
+    Service("opensearch", prepare_opensearch, opensearch_command, probe_opensearch, optional=True),
 )

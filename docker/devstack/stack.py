@@ -1,4 +1,4 @@
-"""The local stack: bring the five services up, report their state, bring them down.
+"""The local stack: bring the services up (OpenSearch only when asked), report their state, bring them down.
 
 `up` is repeatable: services already running and answering are kept, the rest are started. If any
 service does not become ready in time, its log tail is raised in `ServiceNotReady` and every process
@@ -18,7 +18,14 @@ from devstack.artifacts import Artifacts, cache_root, fetch_all
 from devstack.config import StackConfig, choose_ports
 from devstack.errors import ServiceNotReady
 from devstack.pins import Pins
-from devstack.services import SERVICES, Context, Service, check_prerequisites, running_as_root
+from devstack.services import (
+    OPTIONAL_ENDPOINTS,
+    SERVICES,
+    Context,
+    Service,
+    check_prerequisites,
+    running_as_root,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +64,7 @@ def up(config: StackConfig) -> UpResult:
     started: dict[str, float] = {}  # service -> monotonic start time, in start order
     try:
         running = running_services(config)
-        pending = [s for s in SERVICES if not (s.name in running and s.probe(ctx))]
+        pending = [s for s in wanted(config, running) if not (s.name in running and s.probe(ctx))]
         for stale in (s for s in pending if s.name in running):
             _stop_service(ctx, stale)  # alive but not answering: a wedged leftover of a crashed run
         first = [s for s in pending if not s.after]
@@ -77,8 +84,23 @@ def up(config: StackConfig) -> UpResult:
         for service in reversed([s for s in SERVICES if s.name in started]):
             _stop_service(ctx, service)
         raise
-    _write_env(config, ctx.endpoints())
-    return UpResult(ctx.endpoints(), ready_times, time.monotonic() - started_at)
+    endpoints = stack_endpoints(ctx, running_services(config))
+    _write_env(config, endpoints)
+    return UpResult(endpoints, ready_times, time.monotonic() - started_at)
+
+
+def wanted(config: StackConfig, running: set[str]) -> list[Service]:
+    """The services `up` keeps: every required one, an optional one asked for or already running."""
+    return [s for s in SERVICES if not s.optional or s.name in config.optional or s.name in running]
+
+
+def stack_endpoints(ctx: Context, running: set[str]) -> dict[str, str]:
+    """The endpoints for .stack/env: an optional service's only while it runs."""
+    return {
+        k: v
+        for k, v in ctx.endpoints().items()
+        if k not in OPTIONAL_ENDPOINTS or OPTIONAL_ENDPOINTS[k] in running
+    }
 
 
 def _start(ctx: Context, service: Service, started: dict[str, float]) -> None:
@@ -142,12 +164,14 @@ def kill(config: StackConfig, name: str) -> None:
 
 
 def status(config: StackConfig) -> list[ServiceState]:
+    """The state of every service the stack keeps (an optional one only when asked for or running)."""
     running = running_services(config)
+    services = wanted(config, running)
     if not config.ports_file.exists():
-        return [ServiceState(s.name, None, False, 0, 0) for s in SERVICES]
+        return [ServiceState(s.name, None, False, 0, 0) for s in services]
     ctx = _context(config, running | {s.name for s in SERVICES})  # never re-pick ports for a status
     states = []
-    for service in SERVICES:
+    for service in services:
         pid = processes.alive_pid(config.pid_file(service.name))
         ready = pid is not None and service.probe(ctx)
         rss = processes.rss_bytes(pid) if pid else 0

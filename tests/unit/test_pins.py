@@ -40,6 +40,7 @@ IMAGES = {
     "quay.io/debezium/connect": ("debezium", "exact"),
     "redis": ("redis", "major"),
     "apicurio/apicurio-registry": ("apicurio", "exact"),
+    "opensearchproject/opensearch": ("opensearch", "exact"),
 }
 
 
@@ -271,6 +272,7 @@ DRIFTS: dict[str, tuple[str, Edit, str]] = {
     "postgres major": ("compose", _retag("postgres"), "postgres:0.0.0 does not follow pin postgres"),
     "debezium tag": ("compose", _retag("quay.io/debezium/connect"), "does not follow pin debezium"),
     "apicurio tag": ("compose", _retag("apicurio/apicurio-registry"), "does not follow pin apicurio"),
+    "opensearch tag": ("compose", _retag("opensearchproject/opensearch"), "does not follow pin opensearch"),
     "redis latest": (
         "compose",
         lambda pins, compose: (f"image: redis:{pins['redis']}\n", "image: redis:latest\n"),
@@ -343,6 +345,7 @@ def test_container_images_come_from_the_pins() -> None:
     )
     assert images.connect == f"quay.io/debezium/connect:{pins['debezium']}"
     assert images.registry == f"apicurio/apicurio-registry:{pins['apicurio']}"
+    assert images.opensearch == f"opensearchproject/opensearch:{pins['opensearch']}"
 
 
 def test_the_connect_plugin_builds_against_the_pinned_kafka() -> None:

@@ -1,0 +1,431 @@
+"""Search view on OpenSearch: one document per entity, written with the bulk API, idempotent by
+external versions (the alternative to the driver-local Tantivy index, `--search-backend opensearch`).
+
+Document `_id` = entity; `_version` = the change's source position as a number (positions.py: a CDC
+position is the LSN then one digit, an event's the stream version), written with
+`version_type=external`: OpenSearch itself refuses a write whose version is not above the stored one.
+Its `_source`: `entity`, `position` (the same number as fixed-width text), `deleted`, and the data
+columns as text — the materializer's `search_fields` analysed (`text`), the others exact (`keyword`).
+Commit order for a batch (per Spark partition on the executors for a large batch, in the driver for
+a small one; the same function either way):
+1. fold the changes to each entity's newest, and per column the newest change that carried it
+   (the read model's fold, `postgres_table.batch_rows`: a column in `keep_fields`, an unchanged
+   TOAST value, is not carried);
+2. only for entities whose newest change did not carry every column: `mget` their stored documents
+   (real-time, no refresh needed) and fill those columns from them, unless the batch carried the
+   column at a position newer than the stored document's (`changes.keeps`);
+3. bulk-index every entity's document at version = its position; a delete indexes a tombstone
+   (`deleted`, position, no data), so an older upsert arriving later is refused and cannot resurrect it;
+4. read the bulk reply: a version conflict is a replayed, duplicated or late change — refused by
+   design, not an error; 429s are retried with backoff by the bulk helper; a document OpenSearch
+   cannot hold (a mapping error) is returned as a reject (dead letters, with its offset); anything
+   else fails the batch, which Spark runs again (every write above is safe to repeat).
+No marker is needed: a re-run batch's writes all conflict. A crash mid-bulk leaves some documents
+written and the batch uncommitted; the re-run writes the rest. Readers search the alias
+(`<prefix>-<materializer>`), which points at the live generation's index; tombstones are filtered out.
+Assumption: one job writes an index, and one entity's changes sit in one Spark partition (Kafka's key
+partitioning), so step 2's fill is not raced by another writer of the same entity.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from materializers import failpoints
+from materializers.changes import keeps
+from materializers.errors import ViewUnavailable
+from materializers.truth import Difference, Truth, compare
+from materializers.view import Reject
+from materializers.views.postgres_table import Row, batch_rows
+from materializers.views.redis_cache import REJECT_DDL, REJECT_FIELDS, reject_schema
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from opensearchpy import OpenSearch
+    from pyspark.sql import SparkSession
+
+    from materializers.view import FrameBatch, TableBatch
+
+MAX_VERSION = 2**63 - 1  # OpenSearch versions are Java longs
+# A keyword longer than this is kept in _source but not indexed: Lucene refuses terms over 32 KiB.
+KEYWORD_IGNORE_ABOVE = 8191
+CHUNK = 1000  # documents per bulk request
+# Bytes per bulk request: well under OpenSearch's http.max_content_length (100 MB by default), which
+# refuses a whole request (413) and so would fail every document in it.
+CHUNK_BYTES = 10 * 2**20
+META_FIELDS = {"entity": "keyword", "position": "keyword", "deleted": "boolean"}
+COORDINATES = ("src_topic", "src_partition", "src_offset")
+
+
+class SearchBackendUnavailable(ViewUnavailable):
+    """OpenSearch does not answer at the configured address, or answered with an error."""
+
+
+class MappingConflict(ViewUnavailable):
+    """The index exists with a mapping that cannot hold the materializer's columns."""
+
+
+# ---------------------------------------------------------------- pure core
+
+
+def alias_name(prefix: str, materializer: str) -> str:
+    """The readers' alias of a materializer's search index (pure): `<prefix>-<name>`, lowercased and
+    with what OpenSearch refuses in index names (`:`, `*`, `/`, spaces, ...) replaced by `-`."""
+    return re.sub(r"[^a-z0-9._-]", "-", f"{prefix}-{materializer}".lower()).lstrip("-_.")
+
+
+def version_of(position: str) -> int:
+    """A position as OpenSearch's external version; ValueError when it does not fit a long."""
+    version = int(position)
+    if version > MAX_VERSION:
+        raise ValueError(f"position {position} is beyond OpenSearch's largest version ({MAX_VERSION})")
+    return version
+
+
+def mappings(search_fields: tuple[str, ...], data_columns: tuple[str, ...]) -> dict[str, Any]:
+    """The index mapping from the spec: search fields analysed, every other column exact."""
+    props: dict[str, Any] = {name: {"type": kind} for name, kind in META_FIELDS.items()}
+    for column in data_columns:
+        props[column] = (
+            {"type": "text"}
+            if column in search_fields
+            else {"type": "keyword", "ignore_above": KEYWORD_IGNORE_ABOVE}
+        )
+    # strict: a field the spec does not name is refused, not silently mapped by guessing its type
+    return {"dynamic": "strict", "properties": props}
+
+
+def conflicts(wanted: Mapping[str, Any], found: Mapping[str, Any]) -> list[str]:
+    """`column: has X, needs Y` for each field an existing index maps differently (pure)."""
+    have = found.get("properties", {})
+    problems = []
+    for name, spec in wanted["properties"].items():
+        held = have.get(name, {}).get("type")
+        if held is not None and held != spec["type"]:
+            problems.append(f"{name}: mapped as {held}, needs {spec['type']}")
+    return problems
+
+
+def needs_stored(row: Row, columns: tuple[str, ...]) -> bool:
+    """Whether a column must come from the stored document: the newest change did not carry it."""
+    return not row.deleted and any(row.carried.get(c) != row.position for c in columns)
+
+
+def sources(rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, int, int]]:
+    """Each entity's newest change's Kafka coordinates (topic, partition, offset): where a reject
+    of its document points (pure)."""
+    newest = sorted(rows, key=lambda r: r["position"])
+    return {r["entity"]: (r["src_topic"], r["src_partition"], r["src_offset"]) for r in newest}
+
+
+def document(row: Row, stored: Mapping[str, Any] | None, columns: tuple[str, ...]) -> dict[str, Any]:
+    """The `_source` to index (pure): a tombstone, or each column's newest value — the batch's where
+    it carried one newer than `stored` (the stored `_source`, None if absent), else the stored one."""
+    body: dict[str, Any] = {"entity": row.key, "position": row.position, "deleted": row.deleted}
+    if row.deleted:
+        return body
+    held_at = stored.get("position") if stored else None
+    for column in columns:
+        value = (
+            (stored or {}).get(column) if keeps(row.carried.get(column), held_at) else row.values.get(column)
+        )
+        if value is not None:
+            body[column] = value
+    return body
+
+
+def action(index: str, row: Row, body: Mapping[str, Any]) -> dict[str, Any]:
+    """One bulk action: index the document at version = its position, refused unless newer."""
+    return {
+        "_op_type": "index",
+        "_index": index,
+        "_id": row.key,
+        "version": version_of(row.position),
+        "version_type": "external",
+        "_source": dict(body),
+    }
+
+
+def outcome(item: Mapping[str, Any]) -> tuple[str, str | None]:
+    """('ok' | 'stale' | 'reject' | 'fail', error) of one bulk reply item (pure). Stale: a version
+    conflict, i.e. OpenSearch already holds this position or a newer one."""
+    result = next(iter(item.values()))
+    status, error = int(result.get("status", 500)), result.get("error")
+    if status < 300:
+        return "ok", None
+    reason = f"{error.get('type')}: {error.get('reason')}" if isinstance(error, dict) else str(error)
+    if status == 409:
+        return "stale", reason
+    return ("reject" if status == 400 else "fail"), reason
+
+
+# ---------------------------------------------------------------- the adapter
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenSearchIndex:
+    """One generation's index (`index`) behind the readers' alias (`alias`). `replicas` None: as
+    many as the cluster can place, at most one (0 on a single node)."""
+
+    url: str
+    alias: str
+    index: str
+    search_fields: tuple[str, ...]
+    data_columns: tuple[str, ...]
+    replicas: int | None = None
+    timeout_s: float = 30.0
+    failpoint: str = ""  # tests: "search-mid-bulk:<marker>" holds the writer after its first request
+
+    def client(self) -> OpenSearch:
+        from opensearchpy import OpenSearch
+
+        return OpenSearch(hosts=[self.url], timeout=self.timeout_s, max_retries=2, retry_on_timeout=True)
+
+    def _unavailable(self, exc: Exception) -> SearchBackendUnavailable:
+        return SearchBackendUnavailable(
+            f"OpenSearch at {self.url} does not answer for index {self.index!r} ({type(exc).__name__}: "
+            f"{str(exc)[:300]}); start it (`STACK_OPENSEARCH=1 devstack up`) or point OPENSEARCH_URL / "
+            "--opensearch-url at it, or use --search-backend tantivy"
+        )
+
+    def check(self) -> None:
+        """Fail fast, before anything is written: the cluster answers and an existing index fits."""
+        from opensearchpy.exceptions import OpenSearchException
+
+        try:
+            client = self.client()
+            client.cluster.health()
+            exists = client.indices.exists(index=self.index)
+            found = client.indices.get_mapping(index=self.index)[self.index]["mappings"] if exists else {}
+        except OpenSearchException as exc:
+            raise self._unavailable(exc) from exc
+        problems = conflicts(mappings(self.search_fields, self.data_columns), found)
+        if problems:
+            raise MappingConflict(
+                f"index {self.index!r} at {self.url} cannot hold the materializer's columns ("
+                + "; ".join(problems)
+                + "); delete the index or rebuild into a new one (`materializers rebuild`)"
+            )
+
+    def ensure(self) -> None:
+        """Create the index (mapping from the spec) and, if no index has the alias yet, point it here."""
+        from opensearchpy.exceptions import OpenSearchException, RequestError
+
+        self.check()
+        try:
+            client = self.client()
+            if not client.indices.exists(index=self.index):
+                body = {"settings": {"number_of_replicas": self._replicas(client)}}
+                try:
+                    client.indices.create(
+                        index=self.index,
+                        body={**body, "mappings": mappings(self.search_fields, self.data_columns)},
+                    )
+                except RequestError as exc:  # created meanwhile by another process: fine
+                    if exc.error != "resource_already_exists_exception":
+                        raise
+            if not client.indices.exists_alias(name=self.alias):
+                client.indices.put_alias(index=self.index, name=self.alias)
+        except OpenSearchException as exc:
+            raise self._unavailable(exc) from exc
+
+    def switch_alias(self) -> None:
+        """Point the readers' alias at this index, off every other, in ONE `_aliases` request: a
+        reader sees the old index or the new one, never none (OpenSearch applies it atomically).
+        The index is refreshed first, so the switch never shows a rebuilt index half-searchable."""
+        from opensearchpy.exceptions import OpenSearchException
+
+        try:
+            client = self.client()
+            client.indices.refresh(index=self.index)  # readers must find the rebuilt documents at once
+            held = (
+                client.indices.get_alias(name=self.alias)
+                if client.indices.exists_alias(name=self.alias)
+                else {}
+            )
+            others = [name for name in held if name != self.index]
+            moves = [{"remove": {"index": name, "alias": self.alias}} for name in others]
+            body = {"actions": [*moves, {"add": {"index": self.index, "alias": self.alias}}]}
+            client.indices.update_aliases(body=body)
+        except OpenSearchException as exc:
+            raise self._unavailable(exc) from exc
+
+    def drop(self) -> None:
+        """Delete this generation's index (a retired generation: the alias no longer points here)."""
+        self.client().indices.delete(index=self.index, ignore_unavailable=True)
+
+    def _replicas(self, client: OpenSearch) -> int:
+        if self.replicas is not None:
+            return self.replicas
+        nodes = int(client.cluster.health()["number_of_data_nodes"])
+        return min(1, nodes - 1)  # one copy elsewhere where there is an elsewhere
+
+    # --- writes --------------------------------------------------------------------------------
+
+    def apply_rows(self, rows: Sequence[dict[str, Any]]) -> list[Reject]:
+        """Steps 1-4 of the module docstring for the change rows of one partition or batch."""
+        folded = batch_rows(rows, self.data_columns)
+        where = sources(rows)
+        unfit = [r for r in folded if not _fits(r.position)]
+        docs = [r for r in folded if _fits(r.position)]
+        client = self.client()
+        stored = self._stored(client, [d.key for d in docs if needs_stored(d, self.data_columns)])
+        actions = [action(self.index, d, document(d, stored.get(d.key), self.data_columns)) for d in docs]
+        rejects = [(*where[r.key], f"position {r.position} does not fit OpenSearch's version") for r in unfit]
+        return rejects + self._bulk(client, actions, where)
+
+    def _stored(self, client: OpenSearch, entities: list[str]) -> dict[str, dict[str, Any]]:
+        if not entities:
+            return {}
+        from opensearchpy.exceptions import OpenSearchException
+
+        found: dict[str, dict[str, Any]] = {}
+        try:
+            for at in range(0, len(entities), CHUNK):  # a backfill partition may hold many TOAST rows
+                reply = client.mget(index=self.index, body={"ids": entities[at : at + CHUNK]})
+                found.update((d["_id"], d["_source"]) for d in reply["docs"] if d.get("found"))
+        except OpenSearchException as exc:
+            raise self._unavailable(exc) from exc
+        return found
+
+    def _bulk(
+        self, client: OpenSearch, actions: list[dict[str, Any]], where: Mapping[str, tuple[str, int, int]]
+    ) -> list[Reject]:
+        from opensearchpy import helpers
+        from opensearchpy.exceptions import OpenSearchException
+
+        rejects: list[Reject] = []
+        failures: list[str] = []
+        try:
+            replies = helpers.streaming_bulk(
+                client,
+                actions,
+                chunk_size=CHUNK,
+                max_chunk_bytes=CHUNK_BYTES,
+                raise_on_error=False,
+                max_retries=5,  # 429s (a full write queue) are retried with exponential backoff
+                initial_backoff=1,
+            )
+            for done, (_ok, item) in enumerate(replies, start=1):
+                if done == CHUNK:  # the first request answered; the generator sends the next when asked
+                    failpoints.hold(self.failpoint, "search-mid-bulk", f"{CHUNK} documents written")
+                kind, error = outcome(item)
+                entity = str(next(iter(item.values())).get("_id"))
+                if kind == "reject":
+                    rejects.append((*where[entity], f"OpenSearch refused the document: {error}"))
+                elif kind == "fail":
+                    failures.append(f"{entity}: {error}")
+        except OpenSearchException as exc:
+            raise self._unavailable(exc) from exc
+        if failures:
+            raise SearchBackendUnavailable(
+                f"OpenSearch at {self.url} failed {len(failures)} write(s) to {self.index!r}, e.g. "
+                f"{failures[0]}; the batch is not committed and runs again (check the cluster's health "
+                "and disk watermarks)"
+            )
+        return rejects
+
+    def apply_arrow(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """`apply_rows` for `DataFrame.mapInArrow` on the executors: Arrow in, reject batches out; a
+        decoder's error rows (the one-pass path) are rejected with their error, unapplied."""
+        import pyarrow as pa
+
+        rows = [row for batch in batches for row in batch.to_pylist()]
+        changes = [r for r in rows if r.get("error") is None]
+        rejects = [(*(r[c] for c in COORDINATES), r["error"]) for r in rows if r.get("error") is not None]
+        rejects += self.apply_rows(changes) if changes else []
+        yield pa.RecordBatch.from_pylist(
+            [dict(zip(REJECT_FIELDS, r, strict=True)) for r in rejects], schema=reject_schema()
+        )
+
+    # --- reads (search, verify, tests) ---------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Make this index's acknowledged writes searchable now (else within its refresh interval)."""
+        self.client().indices.refresh(index=self.index)
+
+    def search(self, text: str, limit: int = 10) -> list[str]:
+        """Keys of the live documents matching `text` in the search fields, best first (via the alias)."""
+        query = {
+            "bool": {
+                "must": {"simple_query_string": {"query": text, "fields": list(self.search_fields)}},
+                "filter": {"term": {"deleted": False}},
+            }
+        }
+        reply = self.client().search(index=self.alias, body={"query": query, "size": limit, "_source": False})
+        return [hit["_id"] for hit in reply["hits"]["hits"]]
+
+    def read(self, entity: str) -> dict[str, str] | None:
+        """The entity's stored columns; None when absent or a tombstone (real-time, no refresh)."""
+        reply = self.client().mget(index=self.index, body={"ids": [entity]})["docs"][0]
+        if not reply.get("found") or reply["_source"].get("deleted"):
+            return None
+        return {k: v for k, v in reply["_source"].items() if k in self.data_columns}
+
+    def live_documents(self) -> dict[str, dict[str, str]]:
+        """Every live document's columns, of this generation's index (what `verify` compares)."""
+        from opensearchpy import helpers
+
+        self.refresh()
+        hits = helpers.scan(self.client(), index=self.index, query={"query": {"term": {"deleted": False}}})
+        return {h["_id"]: {k: v for k, v in h["_source"].items() if k in self.data_columns} for h in hits}
+
+
+def _fits(position: str) -> bool:
+    try:
+        version_of(position)
+    except ValueError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- the view
+
+
+@dataclass(frozen=True, slots=True)
+class OpenSearchView:
+    """The search view on OpenSearch (see the module docstring); named `search` like the Tantivy one,
+    so `--views search` and the failpoint `after-search` mean the same on either backend."""
+
+    index: OpenSearchIndex
+    name: str = "search"
+    parallel: bool = True  # its work runs in OpenSearch and on the executors
+    single_pass: bool = True  # `apply_arrow` rejects a decoder's error rows itself
+
+    def columns(self) -> tuple[str, ...]:
+        return ("entity", "position", "op", "keep_fields", *self.index.data_columns, *COORDINATES)
+
+    def check(self) -> None:
+        self.index.check()
+
+    def prepare(self, spark: SparkSession) -> None:
+        self.index.ensure()
+
+    def in_driver(self, rows: int) -> bool:
+        return True
+
+    def collects(self, rows: int) -> bool:
+        return False  # written from the executors, where Spark read the records
+
+    def apply_table(self, batch: TableBatch) -> list[Reject]:
+        return self.index.apply_rows(batch.table.select(list(self.columns())).to_pylist())
+
+    def apply_frame(self, batch: FrameBatch) -> list[Reject]:
+        """Each partition bulk-writes its own changes from its executor, all at once; only the
+        rejects (few) come back to the driver."""
+        changes = batch.changes
+        columns = [*self.columns(), *(["error"] if "error" in changes.columns else [])]
+        found = changes.select(*columns).mapInArrow(self.index.apply_arrow, REJECT_DDL).collect()
+        return [(r["topic"], r["partition"], r["offset"], r["error"]) for r in found]
+
+    def compact(self, spark: SparkSession, rows: int | None) -> None:
+        return None  # OpenSearch merges segments itself
+
+    def verify(self, truth: Truth) -> list[Difference]:
+        """The live documents' columns against the source (the columns the source has for each row)."""
+        columns = set(self.index.data_columns)
+        expected = {e: {k: v for k, v in row.items() if k in columns} for e, row in truth.rows.items()}
+        return compare(self.name, expected, self.index.live_documents())
