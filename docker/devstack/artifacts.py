@@ -107,17 +107,6 @@ class Artifacts:
             raise ArtifactFetchFailed(f"no quarkus-run.jar under {self.apicurio_dir}; run `make fetch` again")
         return found[0]
 
-    def spark_jars(self) -> list[Path]:
-        return sorted(self.spark_jars_dir.glob("*.jar"))
-
-
-def spark_jars(pins: Pins | None = None) -> list[Path]:
-    """The jars to pass as `spark.jars` (fetching them first if missing)."""
-    arts = Artifacts(cache_root(), pins or Pins.load())
-    if not arts.spark_jars_dir.is_dir():
-        fetch_spark(arts)
-    return arts.spark_jars()
-
 
 def _dep(coord: str) -> str:
     group, artifact, version = coord.split(":")
