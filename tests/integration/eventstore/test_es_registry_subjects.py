@@ -62,6 +62,7 @@ def flags(config: StoreConfig) -> list[str]:
     return [
         "--name", config.name, "--bootstrap-servers", config.bootstrap_servers,
         "--schema-registry-url", config.schema_registry_url, "--partitions", str(config.partitions),
+        "--aggregate", "shop.order:ORDER",
     ]  # fmt: skip
 
 
