@@ -47,6 +47,7 @@ from kafkakit.clients import make_consumer
 from kafkakit.errors import BadStartPosition, ToolkitError
 from kafkakit.logs import configure_cli_logging
 from kafkakit.positions import Edge, StartPosition, parse_partition_offsets, parse_timestamp, resolve
+from kafkakit.secrets import masked
 from kafkakit.settings import Endpoints
 
 EXIT_OK = 0
@@ -89,18 +90,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_field_errors(err, exc.problems, "pre-flight checks failed; nothing was registered")
         return EXIT_REFUSED
     except ConnectorFailed as exc:
-        err.print(f"[red]{escape(str(exc))}[/red]")
+        err.print(f"[red]{escape(masked(str(exc)))}[/red]")
         if exc.trace:
-            err.print(exc.trace, markup=False)
+            err.print(masked(exc.trace), markup=False)
         return EXIT_FAILED
     except (ConnectUnavailable, WaitTimeout, RegistryUnavailable) as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        err.print(f"[red]error:[/red] {escape(masked(str(exc)))}")
         return EXIT_UNAVAILABLE
     except ConnectRequestError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        err.print(f"[red]error:[/red] {escape(masked(str(exc)))}")
         return EXIT_REFUSED if exc.status_code in (400, 404, 409, 422) else EXIT_UNAVAILABLE
     except (SpecError, BadStartPosition, ChangeEventDecodeError, ToolkitError) as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        err.print(f"[red]error:[/red] {escape(masked(str(exc)))}")
         return EXIT_REFUSED
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -201,7 +202,7 @@ def _print_field_errors(err: Console, errors: Sequence[tuple[str, str]], title: 
     table.add_column("field", style="bold", overflow="fold")
     table.add_column("problem", overflow="fold")  # long column names and SQL fold rather than crop
     for field, msg in errors:
-        table.add_row(escape(field), escape(msg))
+        table.add_row(escape(field), escape(masked(msg)))
     err.print(table)
 
 

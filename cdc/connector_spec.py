@@ -484,7 +484,9 @@ def _nested(cls: type[Any], doc: Any, where: str) -> Any:
         expected = _SIMPLE_TYPES.get(str(f.type))
         value = doc.get(f.name)
         if value is not None and expected is not None and type(value) is not expected:
-            raise SpecError(f"{where}.{f.name} must be {f.type}, got {value!r}")
+            # a secret is never echoed: a YAML password of digits arrives as a number
+            got = f"a {type(value).__name__}" if "password" in f.name else repr(value)
+            raise SpecError(f"{where}.{f.name} must be {f.type}, got {got} (quote it in YAML)")
     try:
         return cls(**doc)
     except TypeError as exc:

@@ -51,6 +51,7 @@ from eventstore.store import EventStore
 from kafkakit.errors import BadStartPosition, ConfigError
 from kafkakit.logs import configure_cli_logging
 from kafkakit.positions import parse_partition_offsets, parse_start, parse_timestamp
+from kafkakit.secrets import masked
 
 ENV_AGGREGATE = "EVENTSTORE_AGGREGATE"
 EXIT = {
@@ -455,8 +456,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return COMMANDS[args.cmd](args, store)
     except (errors.EventStoreError, BadStartPosition, ConfigError) as exc:
         if args.json:
-            print(json.dumps({"error": type(exc).__name__, "message": str(exc), **_details(exc)}))
-        err.print(f"[red]{type(exc).__name__}[/]: {escape(str(exc))}")
+            print(json.dumps({"error": type(exc).__name__, "message": masked(str(exc)), **_details(exc)}))
+        err.print(f"[red]{type(exc).__name__}[/]: {escape(masked(str(exc)))}")
         return exit_code(exc)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from kafkakit.errors import ToolkitError
 from kafkakit.logs import configure_cli_logging
 from kafkakit.positions import StartPosition, parse_start, parse_timestamp
+from kafkakit.secrets import masked
 from materializers import (
     generations,
     lag,
@@ -348,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except ToolkitError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {masked(str(exc))}", file=sys.stderr)
         return 2
 
 

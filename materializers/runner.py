@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from kafkakit.positions import StartPosition
+from kafkakit.secrets import masked
 from materializers import lifecycle, status, timeline
 from materializers.errors import ConflictingJobs
 
@@ -141,7 +142,8 @@ def _settle(r: _Running, *, error: BaseException | Any | None) -> None:
     final = replace(
         r.status,
         state="failed" if error else "stopped",
-        last_error=str(error)[:2000] if error else r.status.last_error,
+        # status.json is read by anyone who can list jobs: no password of an endpoint goes in it
+        last_error=masked(str(error))[:2000] if error else r.status.last_error,
         updated_at=time.time(),
     )
     status.write(r.job.plan.job_dir, final)
@@ -151,7 +153,7 @@ def _settle(r: _Running, *, error: BaseException | Any | None) -> None:
         log.error(
             "materializer %s failed: %s",
             r.job.plan.spec.name,
-            str(error).splitlines()[0] if str(error) else "",
+            masked(str(error)).splitlines()[0] if str(error) else "",
         )
 
 

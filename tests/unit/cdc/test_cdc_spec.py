@@ -301,3 +301,10 @@ def test_replication_follows_the_cluster_unless_the_spec_names_it(tmp_path: Path
         text = base + f"topics: {{replication_factor: {bad}}}\n"
         with pytest.raises(SpecError, match=message):
             ConnectorSpec.from_file(_write(tmp_path, "bad.yaml", text))
+
+
+def test_a_password_of_the_wrong_type_is_refused_without_echoing_it(tmp_path: Path) -> None:
+    text = YAML.replace("password: s3cret", "password: 98765432")
+    with pytest.raises(SpecError, match=r"database.password must be str, got a int \(quote it") as info:
+        ConnectorSpec.from_file(_write(tmp_path, "p.yaml", text))
+    assert "98765432" not in str(info.value)
