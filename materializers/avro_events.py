@@ -1,8 +1,8 @@
 """Decode event-store records in the JVM with `from_avro`, picking each writer schema by registry id.
 
 Per micro-batch (driver): the distinct schema ids in the batch are collected (a tiny aggregate), each
-id's writer schema is fetched once from the registry (cached for the job's life: a registry id never
-changes meaning), and the batch is decoded with one `from_avro` per id — no Python per record.
+new id's writer schema is fetched once from the registry (cached, bounded: `SchemaCache`; a registry id
+never changes meaning), and the batch is decoded with one `from_avro` per id — no Python per record.
 A caller that checks the decoded `schema_id`s itself (`WriterSchemas.trusting_cache`, then `learn`)
 skips that aggregate: a Spark job of two stages, most of a small live batch's time. Every
 wanted field is projected into one wide row (null where an event type lacks it), so all event types
@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING
@@ -29,6 +31,51 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 
+# Bounds, so records from the outside cannot grow the driver's memory or stall its batches: a topic
+# holds a few writer schemas, but garbage bytes carry random ids, each one a registry round trip.
+MAX_SCHEMAS = 1024  # writer schemas kept; the least recently used goes first (fetched again if seen)
+MAX_MISSES = 1024  # ids the registry did not know, remembered ...
+MISS_TTL_S = 300.0  # ... for this long, then asked again (a registry restored from a backup)
+MAX_LOOKUPS_PER_BATCH = 16  # new ids fetched per batch; the rest stay unknown for this batch
+NOT_KNOWN = (
+    f" is not in the registry (or not looked up yet: at most {MAX_LOOKUPS_PER_BATCH} new ids per batch)"
+)
+
+
+@dataclass(slots=True)
+class SchemaCache:
+    """Writer schema texts by id (LRU, `MAX_SCHEMAS`) and recent misses (`MISS_TTL_S`, `MAX_MISSES`)."""
+
+    found: OrderedDict[int, str] = field(default_factory=OrderedDict)
+    missing: dict[int, float] = field(default_factory=dict)
+
+    def text(self, schema_id: int) -> str | None:
+        text = self.found.get(schema_id)
+        if text is not None:
+            self.found.move_to_end(schema_id)
+        return text
+
+    def put(self, schema_id: int, text: str) -> None:
+        self.found[schema_id] = text
+        self.missing.pop(schema_id, None)
+        while len(self.found) > MAX_SCHEMAS:
+            self.found.popitem(last=False)
+
+    def miss(self, schema_id: int, now: float) -> None:
+        self.missing.pop(schema_id, None)
+        self.missing[schema_id] = now
+        while len(self.missing) > MAX_MISSES:
+            del self.missing[next(iter(self.missing))]
+
+    def recently_missed(self, schema_id: int, now: float) -> bool:
+        at = self.missing.get(schema_id)
+        return at is not None and now - at < MISS_TTL_S
+
+
+def _fetch(url: str, schema_id: int) -> httpx.Response:
+    return httpx.get(f"{url.rstrip('/')}/schemas/ids/{schema_id}", timeout=10.0)
+
+
 @dataclass(slots=True)
 class WriterSchemas:
     """Writer schemas by registry id, from a Confluent-compatible API (Apicurio's ccompat/v7)."""
@@ -37,39 +84,54 @@ class WriterSchemas:
     # Decode with the ids fetched so far, without asking the batch: the caller then `learn`s the
     # batch's `schema_id`s and decodes again if one was new (a record is never refused unasked).
     assume_known: bool = False
-    _cache: dict[int, str | None] = field(default_factory=dict)
+    _cache: SchemaCache = field(default_factory=SchemaCache)
+    fetch: Callable[[str, int], httpx.Response] = _fetch
+    clock: Callable[[], float] = time.monotonic
 
     def trusting_cache(self) -> WriterSchemas:
         """These schemas (the same cache) in `assume_known` mode."""
-        return WriterSchemas(self.url, True, self._cache)
+        return WriterSchemas(self.url, True, self._cache, self.fetch, self.clock)
 
     def known(self) -> dict[int, str]:
-        return {sid: text for sid, text in self._cache.items() if text is not None}
+        return dict(self._cache.found)
+
+    def new_ids(self, ids: Iterable[int]) -> list[int]:
+        """The ids to ask the registry about for one batch: not known, not recently missed, at most
+        `MAX_LOOKUPS_PER_BATCH` (sorted, so a re-run batch asks for the same ones)."""
+        now = self.clock()
+        fresh = (
+            i
+            for i in sorted(set(ids))
+            if i not in self._cache.found and not self._cache.recently_missed(i, now)
+        )
+        return list(fresh)[:MAX_LOOKUPS_PER_BATCH]
 
     def learn(self, ids: Iterable[int]) -> bool:
-        """Fetch the ids not asked before; whether one is in the registry (so a decode that assumed
-        the known ids only refused records it can decode, and must run again)."""
-        found = [self.get(sid) for sid in set(ids) if sid not in self._cache]
-        return any(text is not None for text in found)
+        """Fetch the batch's new ids (`new_ids`); whether one is in the registry (so a decode that
+        assumed the known ids only refused records it can decode, and must run again)."""
+        return any([self.get(sid) is not None for sid in self.new_ids(ids)])
 
     def get(self, schema_id: int) -> str | None:
         """The schema text, or None when the registry answers 404 (the record is dead-lettered)."""
-        if schema_id not in self._cache:
-            try:
-                reply = httpx.get(f"{self.url.rstrip('/')}/schemas/ids/{schema_id}", timeout=10.0)
-            except httpx.HTTPError as exc:
-                raise SourceUnavailable(
-                    f"schema registry at {self.url} is unreachable ({exc}); start it or fix SCHEMA_REGISTRY_URL"
-                ) from exc
-            if reply.status_code == 404:
-                self._cache[schema_id] = None
-            elif reply.status_code != 200:
-                raise SourceUnavailable(
-                    f"schema registry at {self.url} answered {reply.status_code} for id {schema_id}; check the registry"
-                )
-            else:
-                self._cache[schema_id] = str(reply.json()["schema"])
-        return self._cache[schema_id]
+        text = self._cache.text(schema_id)
+        if text is not None or self._cache.recently_missed(schema_id, self.clock()):
+            return text
+        try:
+            reply = self.fetch(self.url, schema_id)
+        except httpx.HTTPError as exc:
+            raise SourceUnavailable(
+                f"schema registry at {self.url} is unreachable ({exc}); start it or fix SCHEMA_REGISTRY_URL"
+            ) from exc
+        if reply.status_code == 404:
+            self._cache.miss(schema_id, self.clock())
+            return None
+        if reply.status_code != 200:
+            raise SourceUnavailable(
+                f"schema registry at {self.url} answered {reply.status_code} for id {schema_id}; check the registry"
+            )
+        text = str(reply.json()["schema"])
+        self._cache.put(schema_id, text)
+        return text
 
 
 def field_names(schema_text: str) -> set[str]:
@@ -129,7 +191,8 @@ def decode(
     if texts is None:
         framed = base.where(envelope_error.isNull()).select("schema_id").distinct()
         ids = sorted(int(r["schema_id"]) for r in framed.collect())
-        texts = {sid: text for sid in ids if (text := schemas.get(sid)) is not None}
+        schemas.learn(ids)
+        texts = {sid: text for sid in ids if (text := schemas.known().get(sid)) is not None}
     bodies = {
         sid: F.when(
             F.col("schema_id") == sid, from_avro(event_shape.avro_body(), text, {"mode": "PERMISSIVE"})
@@ -150,9 +213,9 @@ def decode(
         ],
         F.lit(False),
     )  # fmt: skip
-    error = envelope_error.when(
-        ~known, F.concat(F.lit("schema id "), sid, F.lit(" is not in the registry"))
-    ).when(~decodes, F.concat(F.lit("Avro body does not decode with writer schema id "), sid))
+    error = envelope_error.when(~known, F.concat(F.lit("schema id "), sid, F.lit(NOT_KNOWN))).when(
+        ~decodes, F.concat(F.lit("Avro body does not decode with writer schema id "), sid)
+    )
 
     declared = {i: field_names(text) for i, text in texts.items()}
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from materializers import avro_columns, event_shape
 from materializers.avro_columns import Conversion, SourceField
+from materializers.avro_events import NOT_KNOWN
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -166,8 +167,7 @@ class AvroForms:
         return (
             F.when(
                 vf & ~_among("_vid", [*envelopes, *keys]),
-                _say("value is not a Debezium change event this job can read: its schema id ", vid,
-                     " is not in the registry"),
+                _say("value is not a Debezium change event this job can read: its schema id ", vid, NOT_KNOWN),
             )
             .when(
                 vf & _among("_vid", keys),
@@ -179,7 +179,7 @@ class AvroForms:
             )
             .when(
                 kf & ~_among("_kid", keys),
-                _say("key schema id ", kid, " is not in the registry (or is not a record key's)"),
+                _say("key schema id ", kid, NOT_KNOWN + ", or is not a record key's"),
             )
             .when(
                 kf & entity.isNull(),

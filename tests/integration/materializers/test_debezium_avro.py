@@ -11,6 +11,7 @@ import base64
 import io
 import json
 import struct
+from collections import OrderedDict
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -22,7 +23,7 @@ from fastavro import parse_schema, schemaless_writer
 
 from cdc.connector_spec import ConnectorSpec, DatabaseSpec, RegistrySpec
 from materializers import debezium as dbz
-from materializers.avro_events import WriterSchemas
+from materializers.avro_events import SchemaCache, WriterSchemas
 from materializers.job import JobPlan
 from materializers.verify import verify
 from shop.products import COLUMNS, DATA_DDL, PRODUCTS, TABLE_DDL
@@ -51,7 +52,7 @@ def torture_rows(form: str, first_offset: int = 0) -> list[tuple[Any, ...]]:
 
 def known(texts: dict[int, str]) -> WriterSchemas:
     """Writer schemas as a job that already learned `texts` holds them (the registry is not asked)."""
-    return WriterSchemas("http://127.0.0.1:9/unused", True, dict(texts))
+    return WriterSchemas("http://127.0.0.1:9/unused", True, SchemaCache(found=OrderedDict(texts)))
 
 
 def decode(
