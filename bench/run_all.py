@@ -26,6 +26,7 @@ MATERIALIZERS_QUICK = ("--records", "200000", "--seconds", "20", "--table-rows",
 # arguments of every run
 BENCHES: tuple[tuple[str, str, str, str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("cdc", "cdc_bench.py", "--out-dir", "cdc.md", ("--quick", "--rows", "100000"), ()),
+    ("cdc_formats", "cdc_formats.py", "--out-dir", "cdc-formats.md", ("--quick",), ()),
     ("eventstore", "eventstore_bench.py", "--out-dir", "eventstore.md", ("--quick",), ()),
     (
         "materializers",
