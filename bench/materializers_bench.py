@@ -295,12 +295,9 @@ def unlink_prefix(url: str, prefix: str) -> None:
         client.unlink(*batch)
 
 
-def hand_written_loop(
-    config: RunConfig, topic: str, records: int, prefix: str, pipelined: bool, schemas: bool = True
-) -> dict[str, Any]:
-    """What a user writes without Spark: consume, decode, apply the view's Lua script per record."""
-    client = redis.Redis.from_url(config.endpoints.redis_url)
-    script = client.register_script(APPLY_LUA)
+def consumed(config: RunConfig, topic: str, records: int) -> Iterator[list[Any]]:
+    """The hand-written loops' read: `topic` from its start in batches of up to 500 records, until
+    `records` have been consumed (what a user's confluent-kafka loop does)."""
     consumer = make_consumer(
         {
             "bootstrap.servers": config.endpoints.kafka_bootstrap_servers,
@@ -310,25 +307,36 @@ def hand_written_loop(
         }
     )
     consumer.subscribe([topic])
-    seen, began = 0, time.monotonic()
+    seen = 0
     try:
         while seen < records:
             msgs = [m for m in consumer.consume(500, 1.0) if m.error() is None and m.value() is not None]
-            target = client.pipeline(transaction=False) if pipelined else client
-            for msg in msgs:
-                doc = json.loads(msg.value())
-                payload = doc["payload"] if schemas else doc
-                after = payload["after"]
-                # position, op, fields set, fields kept (none: a snapshot carries every column)
-                args = [f"{payload['source']['lsn']:020d}0", "upsert", "4", "0"]
-                for name in ("name", "description", "price", "stock"):
-                    args += [name, str(after[name])]
-                script(keys=[f"{prefix}:{after['id']}"], args=args, client=target)
-            if pipelined and msgs:
-                target.execute()  # type: ignore[union-attr]
+            yield msgs
             seen += len(msgs)
     finally:
         consumer.close()
+
+
+def hand_written_loop(
+    config: RunConfig, topic: str, records: int, prefix: str, pipelined: bool, schemas: bool = True
+) -> dict[str, Any]:
+    """What a user writes without Spark: consume, decode, apply the view's Lua script per record."""
+    client = redis.Redis.from_url(config.endpoints.redis_url)
+    script = client.register_script(APPLY_LUA)
+    began = time.monotonic()
+    for msgs in consumed(config, topic, records):
+        target = client.pipeline(transaction=False) if pipelined else client
+        for msg in msgs:
+            doc = json.loads(msg.value())
+            payload = doc["payload"] if schemas else doc
+            after = payload["after"]
+            # position, op, fields set, fields kept (none: a snapshot carries every column)
+            args = [f"{payload['source']['lsn']:020d}0", "upsert", "4", "0"]
+            for name in ("name", "description", "price", "stock"):
+                args += [name, str(after[name])]
+            script(keys=[f"{prefix}:{after['id']}"], args=args, client=target)
+        if pipelined and msgs:
+            target.execute()  # type: ignore[union-attr]
     seconds = time.monotonic() - began
     return {"seconds": round(seconds, 2), "rows_per_s": round(records / seconds)}
 

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
-from materializers_bench import backfill, produce_snapshot
+from materializers_bench import backfill, consumed, produce_snapshot
 
-from kafkakit.clients import make_admin, make_consumer
+from kafkakit.clients import make_admin
 from materializers import spark_session
 from materializers.catalog import lookup
 from materializers.config import RunConfig
@@ -51,33 +51,19 @@ def hand_written_loop(config: RunConfig, topic: str, records: int, index: str) -
     from opensearchpy import OpenSearch, helpers
 
     client = OpenSearch(hosts=[config.opensearch_url], timeout=60)
-    consumer = make_consumer(
-        {
-            "bootstrap.servers": config.endpoints.kafka_bootstrap_servers,
-            "group.id": f"bench-os-loop-{uuid.uuid4().hex[:8]}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": True,
-        }
-    )
-    consumer.subscribe([topic])
-    seen, began = 0, time.monotonic()
-    try:
-        while seen < records:
-            msgs = [m for m in consumer.consume(500, 1.0) if m.error() is None and m.value() is not None]
-            actions = []
-            for msg in msgs:
-                payload = json.loads(msg.value())["payload"]
-                after = payload["after"]
-                source = {k: str(after[k]) for k in ("name", "description", "price", "stock")}
-                actions.append(
-                    {"_index": index, "_id": str(after["id"]), "version": payload["source"]["lsn"] * 10,
-                     "version_type": "external", "_source": source}
-                )  # fmt: skip
-            if actions:
-                helpers.bulk(client, actions, raise_on_error=False)
-            seen += len(msgs)
-    finally:
-        consumer.close()
+    began = time.monotonic()
+    for msgs in consumed(config, topic, records):
+        actions = []
+        for msg in msgs:
+            payload = json.loads(msg.value())["payload"]
+            after = payload["after"]
+            source = {k: str(after[k]) for k in ("name", "description", "price", "stock")}
+            actions.append(
+                {"_index": index, "_id": str(after["id"]), "version": payload["source"]["lsn"] * 10,
+                 "version_type": "external", "_source": source}
+            )  # fmt: skip
+        if actions:
+            helpers.bulk(client, actions, raise_on_error=False)
     seconds = time.monotonic() - began
     return {"seconds": round(seconds, 2), "rows_per_s": round(records / seconds)}
 
