@@ -37,9 +37,15 @@ def lookup(reference: str) -> Materializer:
     """The materializer `reference` names (see the module docstring), checked."""
     if ":" in reference:
         return checked(load(reference), reference)
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        if point.name == reference:
-            return from_entry_point(point)
+    named = {point.value: point for point in entry_points(group=ENTRY_POINT_GROUP, name=reference)}
+    if len(named) > 1:
+        raise BadMaterializer(
+            f"materializer {reference!r} is declared by more than one installed package ("
+            + ", ".join(sorted(f"{p.value} in {p.dist.name if p.dist else '?'}" for p in named.values()))
+            + "); uninstall one of them, or name the one you mean as module:attr"
+        )
+    if named:
+        return from_entry_point(next(iter(named.values())))
     known = sorted({p.name for p in entry_points(group=ENTRY_POINT_GROUP)})
     raise UnknownMaterializer(
         f"no materializer named {reference!r}; installed: {', '.join(known) or 'none'} (see `materializers "

@@ -196,3 +196,20 @@ def test_an_event_materializer_without_a_fold_cannot_be_verified() -> None:
     events = plan(kind="events", sequential=True, builtin_views=("cache",), fold=None)
     with pytest.raises(BadMaterializer, match=r"has no fold.*Materializer\(fold=\.\.\.\)"):
         verify(events)
+
+
+def test_one_name_declared_by_two_packages_is_refused_naming_both(
+    user_module: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never the first one found, silently: which package wins would depend on sys.path order."""
+    for dist_name, attr in (("one", "GOOD"), ("two", "OTHER")):
+        dist = tmp_path / "site" / f"{dist_name}-1.0.dist-info"
+        dist.mkdir(parents=True)
+        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist_name}\nVersion: 1.0\n")
+        (dist / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nmine = {user_module}:{attr}\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    with pytest.raises(
+        BadMaterializer, match=r"'mine' is declared by more than one installed package \(.*in one.*in two"
+    ) as info:
+        lookup("mine")
+    assert "module:attr" in str(info.value)
