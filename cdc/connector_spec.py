@@ -119,6 +119,12 @@ class DatabaseSpec:
         }
 
 
+# Debezium's Postgres TLS settings (a spec's `extra`) -> the libpq keywords they stand for.
+_TLS_SETTINGS = {
+    f"database.{name}": name for name in ("sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword")
+}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RegistrySpec:
     """How the Connect worker reaches the schema registry (Apicurio), for `format: avro`.
@@ -258,6 +264,13 @@ class ConnectorSpec:
         )
 
     # ---- rendering -----------------------------------------------------------------------------
+    def preflight_conninfo(self) -> dict[str, Any]:
+        """`database.conninfo()` plus the TLS settings the connector gets in `extra` (Debezium's
+        `database.sslmode`, `sslrootcert`, ... are libpq's): pre-flight logs in as securely as the
+        connector will, never downgraded to libpq's default `prefer` with the replication password."""
+        tls = {libpq: self.extra[key] for key, libpq in _TLS_SETTINGS.items() if self.extra.get(key)}
+        return {**self.database.conninfo(), **tls}
+
     def to_config(self) -> dict[str, str]:
         """Connect's flat string config (what PUT /connectors/{name}/config takes)."""
         config: dict[str, str] = {

@@ -39,6 +39,7 @@ from cdc.column_types import (
 )
 from cdc.connector_spec import ConnectorSpec
 from cdc.errors import PreflightFailed
+from kafkakit.secrets import masked
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -187,17 +188,17 @@ def examine(spec: ConnectorSpec, *, create_heartbeat_table: bool = True) -> Pref
     Raises `PreflightFailed` only when the login itself fails; every other problem is in the report.
     """
     try:
-        conn = psycopg.connect(**spec.database.conninfo(), connect_timeout=10, autocommit=True)
+        conn = psycopg.connect(**spec.preflight_conninfo(), connect_timeout=10, autocommit=True)
     except psycopg.OperationalError as exc:
+        reason = masked(str(exc).strip().splitlines()[-1])
+        where = f"{spec.database.hostname}:{spec.database.port}/{spec.database.dbname}"
+        if "SSL" in str(exc) or "certificate" in str(exc):
+            field = "database.sslmode/sslrootcert (extra)"
+            fix = "fix the TLS settings, or give the server the certificate they ask for"
+        else:
+            field, fix = "database.user/database.password", "fix the credentials or host in the spec"
         raise PreflightFailed(
-            [
-                (
-                    "database.user/database.password",
-                    f"cannot log in to {spec.database.hostname}:{spec.database.port}/{spec.database.dbname} "
-                    f"as {spec.database.user!r}: {str(exc).strip().splitlines()[-1]}; fix the credentials "
-                    "or host in the spec",
-                )
-            ]
+            [(field, f"cannot log in to {where} as {spec.database.user!r}: {reason}; {fix}")]
         ) from exc
     with conn:
         if create_heartbeat_table and spec.heartbeat.enabled:

@@ -293,3 +293,16 @@ def test_a_column_change_the_registry_rule_refuses_fails_the_task_and_status_nam
         assert probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 1)
     finally:
         probe.close()
+
+
+def test_preflight_logs_in_with_the_connectors_tls_mode_and_names_it_when_refused(
+    pg: psycopg.Connection[tuple[Any, ...]], tables: list[str], connectors: ConnectorFactory
+) -> None:
+    """The local Postgres has no TLS: `database.sslmode=require` must fail pre-flight (libpq's default
+    `prefer` would log in without TLS, sending the replication password in clear), naming the setting."""
+    table = _table_with_a_row(pg, tables, "tls")
+    with pytest.raises(PreflightFailed) as info:
+        run_preflight(connectors.spec([table], extra={"database.sslmode": "require"}))
+    [(field, message)] = info.value.problems
+    assert field.startswith("database.sslmode") and "does not support SSL" in message
+    run_preflight(connectors.spec([table], extra={"database.sslmode": "disable"}))  # asked for: logs in

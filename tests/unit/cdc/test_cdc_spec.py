@@ -308,3 +308,18 @@ def test_a_password_of_the_wrong_type_is_refused_without_echoing_it(tmp_path: Pa
     with pytest.raises(SpecError, match=r"database.password must be str, got a int \(quote it") as info:
         ConnectorSpec.from_file(_write(tmp_path, "p.yaml", text))
     assert "98765432" not in str(info.value)
+
+
+def test_preflight_logs_in_with_the_connectors_tls_settings(tmp_path: Path) -> None:
+    plain = ConnectorSpec.from_file(_write(tmp_path, "s.yaml", YAML))
+    assert plain.preflight_conninfo() == plain.database.conninfo()  # libpq's default, as Debezium's
+    tls = YAML.replace(
+        "extra: {snapshot.fetch.size: 5000, skipped.operations: none}",
+        "extra: {database.sslmode: verify-full, database.sslrootcert: /etc/ca.pem}",
+    )
+    spec = ConnectorSpec.from_file(_write(tmp_path, "t.yaml", tls))
+    assert spec.preflight_conninfo() == {
+        **spec.database.conninfo(),
+        "sslmode": "verify-full",
+        "sslrootcert": "/etc/ca.pem",
+    }
