@@ -109,6 +109,8 @@ class WriterSchemas:
     def learn(self, ids: Iterable[int]) -> bool:
         """Fetch the batch's new ids (`new_ids`); whether one is in the registry (so a decode that
         assumed the known ids only refused records it can decode, and must run again)."""
+        # a list, not a generator: every new id is fetched, or any() would stop at the first found and
+        # the next decode would refuse the records of the ids left unasked
         return any([self.get(sid) is not None for sid in self.new_ids(ids)])
 
     def get(self, schema_id: int) -> str | None:
