@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # The local stack runs OpenSearch too (the search view's second backend; its tests need it): about
 # 350 MB and 10 s of CPU at start. STACK_OPENSEARCH=0 leaves it out.
 export STACK_OPENSEARCH ?= 1
-.PHONY: help prerequisites venv fetch connect-plugin up down status lint unit integration test demo bench clean
+.PHONY: help prerequisites venv fetch connect-plugin up down status up-cluster down-cluster test-cluster lint unit integration test demo bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -42,6 +42,15 @@ down: venv ## stop everything the local stack started
 status: venv ## show each service's pid, port, readiness and memory
 	$(BIN)/devstack status
 
+up-cluster: fetch ## the cluster topology: 3 KRaft brokers, 2 Connect workers, a Spark master + 2 workers, Postgres, Redis, Apicurio; writes .stack-cluster/env
+	$(BIN)/devstack --topology cluster up
+
+down-cluster: venv ## stop the cluster topology
+	$(BIN)/devstack --topology cluster down
+
+test-cluster: fetch ## the fault matrix (tests marked cluster) on the cluster topology, started or reused
+	STACK_TOPOLOGY=cluster $(BIN)/pytest -m cluster tests/cluster
+
 lint: venv ## ruff and mypy (strict on the packages)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -51,10 +60,10 @@ unit: venv ## unit tests only (no services)
 	$(BIN)/pytest -m "not integration" tests
 
 integration: fetch ## integration tests only (starts or reuses the stack)
-	$(BIN)/pytest -m integration tests
+	$(BIN)/pytest -m "integration and not cluster" tests
 
-test: fetch lint ## everything: lint, unit and integration tests against the real stack
-	$(BIN)/pytest tests
+test: fetch lint ## everything but the cluster's fault matrix: lint, unit and integration tests against the real stack
+	$(BIN)/pytest -m "not cluster" tests
 
 demo: fetch ## the main job: the whole pipeline end to end on the real stack
 	$(BIN)/python -m demo.run
@@ -62,5 +71,5 @@ demo: fetch ## the main job: the whole pipeline end to end on the real stack
 bench: fetch ## every benchmark side by side with its baseline (ours vs raw Kafka, eventsourcing, a hand-written loop); QUICK=1 for small sizes
 	$(BIN)/python bench/run_all.py $(if $(QUICK),--quick,)
 
-clean: down ## stop the stack and delete its state (.stack/)
-	rm -rf .stack
+clean: down down-cluster ## stop the stacks and delete their state (.stack/, .stack-cluster/)
+	rm -rf .stack .stack-cluster

@@ -75,7 +75,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     where.add_argument("--from-timestamp", help="ISO-8601 time to start from (first run only)")
     start.add_argument("--trigger", help="micro-batch interval, e.g. 1s, 500ms (default 1s)")
-    start.add_argument("--master", help="Spark master URL (default local[2])")
+    start.add_argument(
+        "--master",
+        help="Spark master URL (env MATERIALIZERS_MASTER, then SPARK_MASTER_URL; default local[*])",
+    )
     start.add_argument("--available-now", action="store_true", help="process what is there, then exit")
     start.add_argument(
         "--max-offsets-per-trigger", help="cap on records per micro-batch (default 0: all available)"
@@ -135,7 +138,10 @@ def _parser() -> argparse.ArgumentParser:
     for p in (snap, restore, rebuild):
         p.add_argument("--topic", help="input topic (default: the materializer's)")
         p.add_argument("--redis-prefix", help="Redis key prefix (default mat)")
-    rebuild.add_argument("--master", help="Spark master URL (default local[2])")
+    rebuild.add_argument(
+        "--master",
+        help="Spark master URL (env MATERIALIZERS_MASTER, then SPARK_MASTER_URL; default local[*])",
+    )
 
     show = sub.add_parser("status", help="per job: lag, rates, last batch, dead letters, last error")
     show.add_argument("--json", action="store_true")

@@ -16,6 +16,10 @@ from kafkakit.settings import Endpoints
 
 ENV_HOME = "MATERIALIZERS_HOME"
 ENV_MASTER = "MATERIALIZERS_MASTER"
+# The Spark master every Spark tool of a deployment shares (the cluster stack exports it).
+ENV_SPARK_MASTER = "SPARK_MASTER_URL"
+# Local mode with a thread per core of this host; a cluster is named by URL.
+DEFAULT_MASTER = "local[*]"
 ENV_TRIGGER = "MATERIALIZERS_TRIGGER"
 ENV_OPTIMIZE_EVERY = "MATERIALIZERS_OPTIMIZE_EVERY"
 ENV_FAILPOINT = "MATERIALIZERS_FAILPOINT"
@@ -50,7 +54,7 @@ class RunConfig:
 
     endpoints: Endpoints = field(default_factory=Endpoints)
     home: Path = Path(".materializers")
-    master: str = "local[2]"
+    master: str = DEFAULT_MASTER
     trigger: str = "1 second"
     optimize_every: int = 50
     failpoint: str = ""
@@ -84,7 +88,7 @@ class RunConfig:
         return cls(
             endpoints=Endpoints.from_env(env),
             home=Path(env.get(ENV_HOME) or ".materializers"),
-            master=env.get(ENV_MASTER) or "local[2]",
+            master=env.get(ENV_MASTER) or env.get(ENV_SPARK_MASTER) or DEFAULT_MASTER,
             trigger=normalize_trigger(env.get(ENV_TRIGGER) or "1s"),
             optimize_every=int(every),
             failpoint=env.get(ENV_FAILPOINT, ""),

@@ -205,7 +205,7 @@ def jit_options(environ: Mapping[str, str] | None = None) -> str:
     return DRIVER_JIT[chosen]
 
 
-def build(master: str = "local[2]", app_name: str = "materializers") -> SparkSession:
+def build(master: str = "local[*]", app_name: str = "materializers") -> SparkSession:
     from pyspark.sql import SparkSession
 
     located = locate_jars()

@@ -16,8 +16,8 @@ from rich.table import Table
 
 from devstack import stack
 from devstack.artifacts import fetch_all
-from devstack.config import StackConfig
-from devstack.errors import ArtifactFetchFailed, PortTaken, PrerequisiteMissing, ServiceNotReady
+from devstack.config import TOPOLOGIES, StackConfig
+from devstack.errors import ArtifactFetchFailed, PortTaken, PrerequisiteMissing, ServiceNotReady, StackError
 from kafkakit.logs import configure_cli_logging
 
 console = Console(stderr=True)
@@ -92,9 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="devstack", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument(
+        "--topology",
+        choices=sorted(TOPOLOGIES),
+        help="single (default: one broker, one Connect worker, Spark local[*]; state in .stack) or cluster "
+        "(3 KRaft brokers, 2 Connect workers, a Spark master with 2 workers; state in .stack-cluster); "
+        "env STACK_TOPOLOGY",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser(
-        "up", help="start Postgres, Kafka, Connect+Debezium, Redis and Apicurio; write .stack/env"
+        "up",
+        help="start Postgres, Kafka, Connect+Debezium, Redis and Apicurio (and the cluster's "
+        "further nodes); write <state>/env",
     ).set_defaults(run=_up)
     sub.add_parser("down", help="stop everything the stack started; leaves no process behind").set_defaults(
         run=_down
@@ -114,13 +123,15 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_cli_logging(logging.INFO, fmt="%(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    config = StackConfig.from_env()
     try:
+        config = StackConfig.from_env()
+        if args.topology:
+            config = config.with_topology(args.topology)
         return int(args.run(config, args))
     except (PrerequisiteMissing, ArtifactFetchFailed) as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
-    except (ServiceNotReady, PortTaken) as exc:
+    except (ServiceNotReady, PortTaken, StackError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 1
 

@@ -21,14 +21,19 @@ def _start_time(pid: int) -> str | None:
 
 
 def spawn(
-    cmd: list[str], log_file: Path, pid_file: Path, user: str | None = None, cwd: Path | None = None
+    cmd: list[str],
+    log_file: Path,
+    pid_file: Path,
+    user: str | None = None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> int:
     log_file.parent.mkdir(parents=True, exist_ok=True)
     pid_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("ab") as out:
         proc = subprocess.Popen(
             cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            user=user, group=user, cwd=cwd,
+            user=user, group=user, cwd=cwd, env=env,
         )  # fmt: skip
     pid_file.write_text(f"{proc.pid} {_start_time(proc.pid)}\n")
     return proc.pid

@@ -18,13 +18,16 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
-from devstack import opensearch, probes
+from devstack import opensearch, probes, spark_cluster
 from devstack.artifacts import Artifacts
-from devstack.config import StackConfig
+from devstack.config import CLUSTER, SINGLE, StackConfig, Topology, numbered, port_key
 from devstack.errors import PrerequisiteMissing, StackError
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 PG_BIN_DIRS = (Path("/usr/lib/postgresql/15/bin"),)
 
@@ -39,16 +42,28 @@ class Context:
     def state(self) -> Path:
         return self.config.state_dir
 
+    @property
+    def topology(self) -> Topology:
+        return self.config.topology
+
     def endpoints(self) -> dict[str, str]:
         p = self.ports
-        return {
-            "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{p['kafka']}",
+        topo = self.topology
+        kafka = ",".join(f"127.0.0.1:{p[kafka_port(i)]}" for i in range(1, topo.kafka_nodes + 1))
+        found = {
+            "KAFKA_BOOTSTRAP_SERVERS": kafka,
             "KAFKA_CONNECT_URL": f"http://127.0.0.1:{p['connect']}",
             "PG_DSN": f"postgresql://postgres@127.0.0.1:{p['postgres']}/postgres",
             "REDIS_URL": f"redis://127.0.0.1:{p['redis']}/0",
             "SCHEMA_REGISTRY_URL": f"http://127.0.0.1:{p['registry']}/apis/ccompat/v7",
             OPENSEARCH_ENV: f"http://127.0.0.1:{p['opensearch']}",
         }
+        if topo.spark_workers:
+            found[SPARK_MASTER_ENV] = f"spark://127.0.0.1:{p['spark_master']}"
+            # The executors' Python: the workers' own environment (the toolkit installed from its
+            # wheel), which the driver names for them.
+            found["PYSPARK_PYTHON"] = str(spark_cluster.worker_python(self.state))
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +75,7 @@ class Service:
     after: tuple[str, ...] = ()
     stop_signal: int = signal.SIGTERM
     as_postgres_user: bool = False
+    environment: Callable[[Context], dict[str, str]] | None = None  # more environment for the process
     optional: bool = False  # started only when StackConfig.optional names it (or it already runs)
 
 
@@ -254,31 +270,46 @@ def _write_properties(path: Path, props: dict[str, object]) -> None:
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
 
-def kafka_properties(ctx: Context) -> dict[str, object]:
+def kafka_port(node: int) -> str:
+    return port_key(numbered("kafka", node))
+
+
+def controller_port(node: int) -> str:
+    return "controller" if node == 1 else f"controller_{node}"
+
+
+def kafka_properties(ctx: Context, node: int = 1) -> dict[str, object]:
     p = ctx.ports
+    topo = ctx.topology
+    rf, min_isr = topo.replication_factor, topo.min_insync_replicas
+    voters = ",".join(f"{i}@127.0.0.1:{p[controller_port(i)]}" for i in range(1, topo.kafka_nodes + 1))
+    port, controller = p[kafka_port(node)], p[controller_port(node)]
     return {
         "process.roles": "broker,controller",
-        "node.id": 1,
-        "controller.quorum.voters": f"1@127.0.0.1:{p['controller']}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{p['kafka']},CONTROLLER://127.0.0.1:{p['controller']}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{p['kafka']}",
+        "node.id": node,
+        "controller.quorum.voters": voters,
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-        "log.dirs": ctx.state / "kafka" / "data",
+        "log.dirs": ctx.state / numbered("kafka", node) / "data",
         "num.partitions": 3,
         # Topics are created on purpose with the right cleanup policy (compact for CDC, delete with
         # infinite retention for events); an auto-created topic would silently get neither.
         "auto.create.topics.enable": "false",
-        "default.replication.factor": 1,
-        "min.insync.replicas": 1,
-        "offsets.topic.replication.factor": 1,
+        # The toolkit creates its topics with the broker's default RF (-1): these settings decide it.
+        "default.replication.factor": rf,
+        "min.insync.replicas": min_isr,
+        # Never elect a replica that missed acknowledged writes: a partition waits for an in-sync one.
+        "unclean.leader.election.enable": "false",
+        "offsets.topic.replication.factor": rf,
         "offsets.topic.num.partitions": 10,
-        "transaction.state.log.replication.factor": 1,
-        "transaction.state.log.min.isr": 1,
+        "transaction.state.log.replication.factor": rf,
+        "transaction.state.log.min.isr": min_isr,
         "transaction.state.log.num.partitions": 10,
-        "share.coordinator.state.topic.replication.factor": 1,
-        "share.coordinator.state.topic.min.isr": 1,
+        "share.coordinator.state.topic.replication.factor": rf,
+        "share.coordinator.state.topic.min.isr": min_isr,
         "group.initial.rebalance.delay.ms": 0,
         "log.cleaner.min.compaction.lag.ms": 0,
     }
@@ -299,32 +330,44 @@ def kafka_uuid() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def prepare_kafka(ctx: Context) -> None:
-    props_file = ctx.state / "kafka" / "server.properties"
-    _write_properties(props_file, kafka_properties(ctx))
-    if (ctx.state / "kafka" / "data" / "meta.properties").exists():
+def cluster_id(ctx: Context) -> str:
+    """The one id every node's storage is formatted with (kept so a node re-formatted later joins)."""
+    path = ctx.state / "kafka-cluster-id"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(kafka_uuid())
+    return path.read_text().strip()
+
+
+def prepare_kafka(ctx: Context, node: int = 1) -> None:
+    home = ctx.state / numbered("kafka", node)
+    props_file = home / "server.properties"
+    _write_properties(props_file, kafka_properties(ctx, node))
+    if (home / "data" / "meta.properties").exists():
         return
     cmd = [
         *_jvm(ctx, "256m", "kafka-format"), "-cp", f"{ctx.artifacts.kafka_lib}/*",
-        "kafka.tools.StorageTool", "format", "-t", kafka_uuid(), "-c", str(props_file),
+        "kafka.tools.StorageTool", "format", "-t", cluster_id(ctx), "-c", str(props_file),
     ]  # fmt: skip
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         raise StackError(f"formatting Kafka's storage failed:\n{result.stdout}{result.stderr}")
 
 
-def kafka_command(ctx: Context) -> list[str]:
+def kafka_command(ctx: Context, node: int = 1) -> list[str]:
     return [
-        *_jvm(ctx, ctx.config.kafka_heap, "kafka"), "-cp", f"{ctx.artifacts.kafka_lib}/*",
-        "kafka.Kafka", str(ctx.state / "kafka" / "server.properties"),
+        *_jvm(ctx, ctx.config.kafka_heap, numbered("kafka", node)), "-cp", f"{ctx.artifacts.kafka_lib}/*",
+        "kafka.Kafka", str(ctx.state / numbered("kafka", node) / "server.properties"),
     ]  # fmt: skip
 
 
-def probe_kafka(ctx: Context) -> bool:
-    return probes.kafka(ctx.endpoints()["KAFKA_BOOTSTRAP_SERVERS"])
+def probe_kafka(ctx: Context, node: int = 1) -> bool:
+    return probes.kafka(f"127.0.0.1:{ctx.ports[kafka_port(node)]}")
 
 
-def connect_properties(ctx: Context) -> dict[str, object]:
+def connect_properties(ctx: Context, worker: int = 1) -> dict[str, object]:
+    rf = ctx.topology.replication_factor
+    port = ctx.ports[port_key(numbered("connect", worker))]
     return {
         "bootstrap.servers": ctx.endpoints()["KAFKA_BOOTSTRAP_SERVERS"],
         "group.id": "toolkit-connect",
@@ -336,34 +379,38 @@ def connect_properties(ctx: Context) -> dict[str, object]:
         "config.storage.topic": "_connect-configs",
         "offset.storage.topic": "_connect-offsets",
         "status.storage.topic": "_connect-status",
-        "config.storage.replication.factor": 1,
-        "offset.storage.replication.factor": 1,
-        "status.storage.replication.factor": 1,
+        "config.storage.replication.factor": rf,
+        "offset.storage.replication.factor": rf,
+        "status.storage.replication.factor": rf,
         # Source offsets flushed every second: after a crash Debezium re-sends at most ~1 s of changes.
         "offset.flush.interval.ms": 1000,
-        # One worker: a restarted worker must get its connectors back now, not after the default 5 min.
+        # A lost worker's connectors move (or a restarted lone worker gets them back) at once, not
+        # after the default 5 min wait for the worker to return.
         "scheduled.rebalance.max.delay.ms": 0,
-        "listeners": f"http://127.0.0.1:{ctx.ports['connect']}",
+        "listeners": f"http://127.0.0.1:{port}",
         "rest.advertised.host.name": "127.0.0.1",
+        "rest.advertised.port": port,
         "plugin.path": ctx.artifacts.plugin_path,
         "plugin.discovery": "hybrid_warn",
         "topic.creation.enable": "true",
     }
 
 
-def prepare_connect(ctx: Context) -> None:
-    _write_properties(ctx.state / "connect" / "worker.properties", connect_properties(ctx))
+def prepare_connect(ctx: Context, worker: int = 1) -> None:
+    home = ctx.state / numbered("connect", worker)
+    _write_properties(home / "worker.properties", connect_properties(ctx, worker))
 
 
-def connect_command(ctx: Context) -> list[str]:
+def connect_command(ctx: Context, worker: int = 1) -> list[str]:
+    name = numbered("connect", worker)
     return [
-        *_jvm(ctx, ctx.config.connect_heap, "connect"), "-cp", f"{ctx.artifacts.kafka_lib}/*",
-        "org.apache.kafka.connect.cli.ConnectDistributed", str(ctx.state / "connect" / "worker.properties"),
+        *_jvm(ctx, ctx.config.connect_heap, name), "-cp", f"{ctx.artifacts.kafka_lib}/*",
+        "org.apache.kafka.connect.cli.ConnectDistributed", str(ctx.state / name / "worker.properties"),
     ]  # fmt: skip
 
 
-def probe_connect(ctx: Context) -> bool:
-    return probes.connect(ctx.endpoints()["KAFKA_CONNECT_URL"])
+def probe_connect(ctx: Context, worker: int = 1) -> bool:
+    return probes.connect(f"http://127.0.0.1:{ctx.ports[port_key(numbered('connect', worker))]}")
 
 
 # ---------------------------------------------------------------- schema registry
@@ -423,18 +470,88 @@ def probe_opensearch(ctx: Context) -> bool:
 OPTIONAL_ENDPOINTS = {OPENSEARCH_ENV: "opensearch"}
 
 
-SERVICES: tuple[Service, ...] = (
-    Service(
-        "postgres",
-        prepare_postgres,
-        postgres_command,
-        probe_postgres,
-        stop_signal=signal.SIGINT,
-        as_postgres_user=True,
-    ),
-    Service("redis", prepare_redis, redis_command, probe_redis),
-    Service("kafka", prepare_kafka, kafka_command, probe_kafka),
-    Service("registry", prepare_registry, registry_command, probe_registry),
-    Service("connect", prepare_connect, connect_command, probe_connect, after=("kafka",)),
-    Service("opensearch", prepare_opensearch, opensearch_command, probe_opensearch, optional=True),
-)
+# ---------------------------------------------------------------- spark standalone (cluster topology)
+
+SPARK_MASTER_ENV = "SPARK_MASTER_URL"
+
+
+def _spark_master_service() -> Service:
+    return Service(
+        "spark-master",
+        lambda c: spark_cluster.prepare_master(c.state),
+        lambda c: spark_cluster.master_command(c.ports["spark_master"], c.ports["spark_master_ui"]),
+        lambda c: spark_cluster.master_answers(c.ports["spark_master_ui"]),
+        environment=lambda c: spark_cluster.daemon_environment(c.state),
+    )
+
+
+def _spark_worker(index: int) -> Service:
+    name = numbered("spark-worker", index)
+    ui = f"{port_key(name)}_ui"
+    return Service(
+        name,
+        lambda c: spark_cluster.prepare_worker(c.state, name),
+        lambda c: spark_cluster.worker_command(
+            c.state, name, f"spark://127.0.0.1:{c.ports['spark_master']}", c.ports[ui], c.config.spark_worker
+        ),
+        lambda c: spark_cluster.worker_registered(c.ports["spark_master_ui"], c.ports[ui]),
+        after=("spark-master",),
+        environment=lambda c: spark_cluster.daemon_environment(c.state),
+    )
+
+
+def _instances(
+    base: str,
+    count: int,
+    prepare: Callable[[Context, int], None],
+    command: Callable[[Context, int], list[str]],
+    probe: Callable[[Context, int], bool],
+    after: tuple[str, ...] = (),
+) -> tuple[Service, ...]:
+    """`count` numbered instances of one service (kafka, kafka-2, ...), each given its index."""
+
+    def bound(fn: Callable[[Context, int], T], index: int) -> Callable[[Context], T]:
+        return lambda ctx: fn(ctx, index)
+
+    return tuple(
+        Service(numbered(base, i), bound(prepare, i), bound(command, i), bound(probe, i), after=after)
+        for i in range(1, count + 1)
+    )
+
+
+def services(topology: Topology = SINGLE) -> tuple[Service, ...]:
+    """Every service of `topology`, in start order (a service's `after` names services before it)."""
+    kafka_nodes = _instances("kafka", topology.kafka_nodes, prepare_kafka, kafka_command, probe_kafka)
+    connect_workers = _instances(
+        "connect",
+        topology.connect_workers,
+        prepare_connect,
+        connect_command,
+        probe_connect,
+        after=tuple(s.name for s in kafka_nodes),
+    )
+    spark = (
+        (_spark_master_service(), *(_spark_worker(i) for i in range(1, topology.spark_workers + 1)))
+        if topology.spark_workers
+        else ()
+    )
+    return (
+        Service(
+            "postgres",
+            prepare_postgres,
+            postgres_command,
+            probe_postgres,
+            stop_signal=signal.SIGINT,
+            as_postgres_user=True,
+        ),
+        Service("redis", prepare_redis, redis_command, probe_redis),
+        *kafka_nodes,
+        Service("registry", prepare_registry, registry_command, probe_registry),
+        *connect_workers,
+        *spark,
+        Service("opensearch", prepare_opensearch, opensearch_command, probe_opensearch, optional=True),
+    )
+
+
+# Every service of any topology (the cluster's include the single node's): what `down` looks for.
+ALL_SERVICES: tuple[Service, ...] = services(CLUSTER)

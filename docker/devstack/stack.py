@@ -8,6 +8,7 @@ this call started is stopped again, so a failed start leaves nothing half-runnin
 from __future__ import annotations
 
 import logging
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -15,16 +16,17 @@ from pathlib import Path
 
 from devstack import processes
 from devstack.artifacts import Artifacts, cache_root, fetch_all
-from devstack.config import StackConfig, choose_ports
-from devstack.errors import ServiceNotReady
+from devstack.config import StackConfig, choose_ports, port_key
+from devstack.errors import ServiceNotReady, StackError
 from devstack.pins import Pins
 from devstack.services import (
+    ALL_SERVICES,
     OPTIONAL_ENDPOINTS,
-    SERVICES,
     Context,
     Service,
     check_prerequisites,
     running_as_root,
+    services,
 )
 
 log = logging.getLogger(__name__)
@@ -52,11 +54,24 @@ def _context(config: StackConfig, running: set[str], artifacts: Artifacts | None
 
 
 def running_services(config: StackConfig) -> set[str]:
-    return {s.name for s in SERVICES if processes.alive_pid(config.pid_file(s.name))}
+    return {s.name for s in ALL_SERVICES if processes.alive_pid(config.pid_file(s.name))}
+
+
+def _claim_topology(config: StackConfig) -> None:
+    """A state dir holds one topology: refuse to start another over a running one."""
+    recorded = config.topology_file.read_text().strip() if config.topology_file.exists() else None
+    if recorded not in (None, config.topology.name) and running_services(config):
+        raise StackError(
+            f"the stack in {config.state_dir} runs the {recorded} topology, not {config.topology.name}: "
+            f"stop it first (`devstack down --topology {recorded}`), or give this one another STACK_DIR"
+        )
+    config.state_dir.mkdir(parents=True, exist_ok=True)
+    config.topology_file.write_text(config.topology.name)
 
 
 def up(config: StackConfig) -> UpResult:
     check_prerequisites()
+    _claim_topology(config)
     artifacts = fetch_all()
     started_at = time.monotonic()
     ctx = _context(config, running_services(config), artifacts)
@@ -68,7 +83,7 @@ def up(config: StackConfig) -> UpResult:
         for stale in (s for s in pending if s.name in running):
             _stop_service(ctx, stale)  # alive but not answering: a wedged leftover of a crashed run
         first = [s for s in pending if not s.after]
-        with ThreadPoolExecutor(max_workers=len(SERVICES)) as pool:
+        with ThreadPoolExecutor(max_workers=len(ALL_SERVICES)) as pool:
             list(pool.map(lambda s: _start(ctx, s, started), first))
             waits = {s.name: pool.submit(_await_ready, ctx, s, started[s.name]) for s in first}
             for s in pending:
@@ -81,7 +96,7 @@ def up(config: StackConfig) -> UpResult:
             for name, future in waits.items():
                 ready_times[name] = future.result()
     except BaseException:
-        for service in reversed([s for s in SERVICES if s.name in started]):
+        for service in reversed([s for s in ALL_SERVICES if s.name in started]):
             _stop_service(ctx, service)
         raise
     endpoints = stack_endpoints(ctx, running_services(config))
@@ -90,8 +105,13 @@ def up(config: StackConfig) -> UpResult:
 
 
 def wanted(config: StackConfig, running: set[str]) -> list[Service]:
-    """The services `up` keeps: every required one, an optional one asked for or already running."""
-    return [s for s in SERVICES if not s.optional or s.name in config.optional or s.name in running]
+    """The services `up` keeps: every one of the topology's required ones, an optional one asked for
+    or already running."""
+    return [
+        s
+        for s in services(config.topology)
+        if not s.optional or s.name in config.optional or s.name in running
+    ]
 
 
 def stack_endpoints(ctx: Context, running: set[str]) -> dict[str, str]:
@@ -107,8 +127,13 @@ def _start(ctx: Context, service: Service, started: dict[str, float]) -> None:
     started[service.name] = time.monotonic()
     service.prepare(ctx)
     user = "postgres" if service.as_postgres_user and running_as_root() else None
+    env = {**os.environ, **service.environment(ctx)} if service.environment else None
     processes.spawn(
-        service.command(ctx), ctx.config.log_file(service.name), ctx.config.pid_file(service.name), user
+        service.command(ctx),
+        ctx.config.log_file(service.name),
+        ctx.config.pid_file(service.name),
+        user,
+        env=env,
     )
 
 
@@ -145,7 +170,7 @@ def down(config: StackConfig) -> list[str]:
     """Stop every service (dependents first) and sweep any process still naming the state dir."""
     ctx = Context(config=config, ports={}, artifacts=Artifacts(cache_root(), Pins.load()))
     stopped = []
-    for service in reversed(SERVICES):
+    for service in reversed(ALL_SERVICES):
         if processes.alive_pid(config.pid_file(service.name)):
             stopped.append(service.name)
         _stop_service(ctx, service)
@@ -169,14 +194,20 @@ def status(config: StackConfig) -> list[ServiceState]:
     services = wanted(config, running)
     if not config.ports_file.exists():
         return [ServiceState(s.name, None, False, 0, 0) for s in services]
-    ctx = _context(config, running | {s.name for s in SERVICES})  # never re-pick ports for a status
+    ctx = _context(config, running | {s.name for s in ALL_SERVICES})  # never re-pick ports for a status
     states = []
     for service in services:
         pid = processes.alive_pid(config.pid_file(service.name))
         ready = pid is not None and service.probe(ctx)
         rss = processes.rss_bytes(pid) if pid else 0
-        states.append(ServiceState(service.name, pid, ready, rss, ctx.ports[service.name]))
+        states.append(ServiceState(service.name, pid, ready, rss, _main_port(ctx, service.name)))
     return states
+
+
+def _main_port(ctx: Context, service: str) -> int:
+    """The port a service answers at (a Spark worker: its web UI, it has no fixed other)."""
+    key = port_key(service)
+    return ctx.ports.get(key) or ctx.ports.get(f"{key}_ui", 0)
 
 
 def _write_env(config: StackConfig, endpoints: dict[str, str]) -> None:
