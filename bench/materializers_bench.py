@@ -49,7 +49,7 @@ from cdc_bench import summarize_ms
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from cdc.connect_client import ConnectClient
-from cdc.connector_spec import SCHEMALESS_JSON, ConnectorSpec, DatabaseSpec, HeartbeatSpec
+from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec, RegistrySpec
 from cdc.preflight import run_preflight
 from cdc.slots import drop_slot
 from kafkakit.clients import make_admin, make_consumer, make_producer
@@ -549,10 +549,9 @@ def load_table(dsn: str, schema: str, rows: int) -> str:
     return table
 
 
-def captured_table(
-    base: RunConfig, schema: str, rows: int, extra: dict[str, str]
-) -> tuple[str, ConnectorSpec]:
-    """A products table of `rows` rows in its own schema, and the latency-tuned connector spec for it."""
+def captured_table(base: RunConfig, schema: str, rows: int, record_format: str) -> tuple[str, ConnectorSpec]:
+    """A products table of `rows` rows in its own schema, and the latency-tuned connector spec for it,
+    its records in `record_format` (avro: in the stack's registry)."""
     table = load_table(base.endpoints.pg_dsn, schema, rows)
     name = schema.replace("_", "-")
     spec = ConnectorSpec(
@@ -561,7 +560,11 @@ def captured_table(
         topic_prefix=name.replace("-", ""),
         tables=(table,),
         heartbeat=HeartbeatSpec(enabled=False),
-        extra={**LATENCY_CONNECTOR, **extra},
+        format=record_format,
+        registry=RegistrySpec.from_url(base.endpoints.schema_registry_url)
+        if record_format == "avro"
+        else None,
+        extra=LATENCY_CONNECTOR,
     )
     return table, spec
 
@@ -611,7 +614,7 @@ def run_latency(
     schemas: bool = True,
 ) -> dict[str, Any]:
     schema = f"bench_mat_{tag}"
-    table, spec = captured_table(base, schema, rows, {} if schemas else SCHEMALESS_JSON)
+    table, spec = captured_table(base, schema, rows, "json" if schemas else "json-schemaless")
     connect = ConnectClient(base.endpoints.kafka_connect_url)
     # One driver per group of views: the plan of the driver that keeps a view is where it lives.
     plans = [

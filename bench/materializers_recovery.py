@@ -50,7 +50,7 @@ from materializers_bench import (
 )
 
 from cdc.connect_client import ConnectClient
-from cdc.connector_spec import SCHEMALESS_JSON
+from cdc.connector_spec import DEFAULT_FORMAT
 from cdc.preflight import run_preflight
 from cdc.slots import drop_slot
 from materializers import checkpoint, lag, timeline
@@ -154,7 +154,7 @@ def run(
 ) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:6]
     schema = f"bench_rec_{tag}"
-    table, spec = captured_table(base, schema, rows, SCHEMALESS_JSON)  # the demo's record format
+    table, spec = captured_table(base, schema, rows, DEFAULT_FORMAT)  # the demo's record format
     connect = ConnectClient(base.endpoints.kafka_connect_url)
     prefix = f"bench-rec-{tag}"
     plans = {

@@ -3,20 +3,23 @@
 Public API (each name is imported on first use, so Spark's workers importing `cdc.values` load no
 HTTP, Postgres or YAML client):
 
-    >>> from cdc import ConnectClient, ConnectorSpec, DatabaseSpec, decode_record, run_preflight
+    >>> from cdc import ConnectClient, ConnectorSpec, DatabaseSpec, RegistryClient, RegistrySpec
+    >>> from cdc import decode_record, run_preflight
     >>> spec = ConnectorSpec(name="shop", database=DatabaseSpec.from_dsn("postgresql://app@db/shop"),
-    ...                      topic_prefix="shop", tables=("public.orders",))
+    ...                      topic_prefix="shop", tables=("public.orders",),
+    ...                      registry=RegistrySpec.from_url("http://apicurio:8080"))  # Avro, the default
     >>> run_preflight(spec)                      # wal_level, keys, column types: PreflightFailed names each
     >>> with ConnectClient("http://127.0.0.1:18083") as connect:
     ...     connect.apply(spec.name, spec.to_config())   # repeatable PUT, validated first
     ...     connect.wait_running(spec.name)
     >>> change = decode_record(topic=msg.topic(), partition=msg.partition(), offset=msg.offset(),
-    ...                        key=msg.key(), value=msg.value())      # a ChangeEvent or a Tombstone
+    ...                        key=msg.key(), value=msg.value(),  # a ChangeEvent or a Tombstone
+    ...                        schemas=RegistryClient("http://127.0.0.1:18080"))  # Avro writer schemas
 
 - Connectors: `ConnectorSpec` (with `DatabaseSpec`, `RegistrySpec`, `HeartbeatSpec`; `from_file` reads
-  YAML) rendered to Connect's config; `ConnectClient` for Connect's REST API; `run_preflight` checks
-  Postgres first; `drop_slot` releases a deleted connector's replication slot; `collect` reports
-  slot and connector health.
+  YAML; records are Avro unless `format` says `json`/`json-schemaless`) rendered to Connect's config;
+  `ConnectClient` for Connect's REST API; `run_preflight` checks Postgres first; `drop_slot` releases
+  a deleted connector's replication slot; `collect` reports slot and connector health.
 - Change events: `decode_record` turns a record into a `ChangeEvent` (`op`, `key`, `before`, `after`,
   `source`, `position`) or a `Tombstone`, with exact Python values; Avro records need
   `schemas=RegistryClient(url)`. `fold` replays changes into the table (latest row per key);

@@ -2,7 +2,10 @@
 
 Endpoints come from the environment (KAFKA_CONNECT_URL, KAFKA_BOOTSTRAP_SERVERS, PG_DSN, and
 SCHEMA_REGISTRY_URL for Avro records) and are overridden by --connect-url, --bootstrap-servers,
---pg-dsn, --registry-url. `tail` reads JSON-with-schemas and registry Avro records alike. `--json` prints machine-readable output.
+--pg-dsn, --registry-url. Connectors write Avro unless their spec names another `format`; an Avro
+spec without `registry.url` gets the registry endpoint (it must be the URL Connect reaches too, as on
+the local stack; where Connect sees the registry elsewhere, write registry.url in the spec). `tail`
+reads registry Avro and JSON-with-schemas records alike. `--json` prints machine-readable output.
 SIGTERM/SIGINT during `tail` stop it cleanly (the consumer is closed, nothing is committed).
 librdkafka's warnings and errors are logged on stderr, its informational lines never (kafkakit.logs).
 """
@@ -121,7 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--registry-url",
         default=argparse.SUPPRESS,
-        help="schema registry's Confluent API, for Avro records (env SCHEMA_REGISTRY_URL)",
+        help="schema registry, for Avro records and for Avro specs without registry.url (env SCHEMA_REGISTRY_URL)",
     )
     common.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
@@ -207,8 +210,14 @@ def _print_field_errors(err: Console, errors: Sequence[tuple[str, str]], title: 
 
 
 # ---- handlers ----------------------------------------------------------------------------------
+def _load_spec(path: str, ep: Endpoints) -> ConnectorSpec:
+    """The spec at `path`; an Avro one naming no registry gets the configured registry endpoint
+    (--registry-url, else SCHEMA_REGISTRY_URL, else Endpoints' default), like every other service."""
+    return ConnectorSpec.from_file(path, registry_url=ep.schema_registry_url)
+
+
 def _validate(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
-    spec = ConnectorSpec.from_file(args.file)
+    spec = _load_spec(args.file, ep)
     problems: list[tuple[str, str]] = []
     warnings: tuple[ColumnFinding, ...] = ()
     if not args.skip_preflight:
@@ -249,7 +258,7 @@ def _validate(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
 
 
 def _apply(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
-    spec = ConnectorSpec.from_file(args.file)
+    spec = _load_spec(args.file, ep)
     warnings: tuple[ColumnFinding, ...] = ()
     if not args.skip_preflight:
         report: PreflightReport = examine(spec)

@@ -21,16 +21,22 @@ Production-minded defaults, each for a reason:
   `<topic_prefix>.oversize` names it and `cdc health` counts it, and the connector keeps running
   (`connect-plugins/oversize-router`; `fail` leaves it out, for a Connect without the plugin).
 
-Record formats (`format`, the converters for keys and values; `DEFAULT_FORMAT` until the benchmarks pick):
+Record formats (`format`, the converters for keys and values; `DEFAULT_FORMAT` when a spec names none):
+- `avro` (the default): Apicurio's Connect AvroConverter (registry client 2.x, v2 API) for keys and
+  values, Confluent framing (magic byte 0 + 4-byte content id + Avro binary; ids in the payload, not in
+  headers), schemas auto-registered as `<topic>-key` / `<topic>-value` in the registry at
+  `registry.url` (the URL *Connect* reaches, as `database` is Postgres seen from Connect). Debezium
+  adjusts schema and field names to Avro's rules. Issue 19's benchmark (bench/results/cdc-formats.md):
+  433 bytes per record against 5,226 for `json`, 3x its snapshot rate, better on 6 of 7 measures.
+  A spec that names no `registry` gets the `registry_url` its loader is given (`from_file`,
+  `from_mapping`): the `cdc` CLI passes its endpoint (--registry-url, else SCHEMA_REGISTRY_URL, else
+  `kafkakit.settings.Endpoints`' default); this module never reads the environment. Without either,
+  an Avro spec is refused, naming both and `format: json`.
 - `json`: JsonConverter with the Connect schema inline in every record; `cdc tail`/`decode` type values
-  by it. Largest (~5 KB for a products row).
-- `json-schemaless`: JsonConverter without schemas (~8x smaller): the materializers type columns by their
-  DDL; `cdc tail`/`decode` cannot type these records.
-- `avro`: Apicurio's Connect AvroConverter (registry client 2.x, v2 API) for keys and values, Confluent
-  framing (magic byte 0 + 4-byte content id + Avro binary; ids in the payload, not in headers), schemas
-  auto-registered as `<topic>-key` / `<topic>-value` in the registry at `registry.url` (the URL *Connect*
-  reaches, as `database` is Postgres seen from Connect). Debezium adjusts schema and field names to
-  Avro's rules. The same value modes as JSON, so `cdc` decodes both to the same Python values.
+  by it; no registry. Largest (~5 KB for a products row).
+- `json-schemaless`: JsonConverter without schemas (6-8x smaller than `json`): the materializers type
+  columns by their DDL; `cdc tail`/`decode` cannot type these records.
+The value modes are the same for all three, so `cdc` decodes Avro and JSON to the same Python values.
 
 Spec files (YAML or JSON) use the field names below; unknown keys are refused. `extra` passes raw
 Debezium/Connect options through (it may override defaults, not the keys a field manages).
@@ -56,10 +62,11 @@ POSTGRES_CONNECTOR_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
 _JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 AVRO_CONVERTER = "io.apicurio.registry.utils.converter.AvroConverter"
 FORMATS = ("avro", "json", "json-schemaless")
-# The format a spec gets when it names none. Kept at JSON with inline schemas (what every reader
-# decodes) until issue 19's three-format benchmark picks the default; change it here only.
-DEFAULT_FORMAT = "json"
-# Deprecated: a spec's `extra` for records without inline schemas; write `format: json-schemaless`.
+# The format a spec gets when it names none: the fastest typed one in issue 19's three-format
+# benchmark ("the fast path is the default path"); change it here only.
+DEFAULT_FORMAT = "avro"
+# Deprecated: with `format: json`, a spec's `extra` for records without inline schemas; write
+# `format: json-schemaless` instead.
 SCHEMALESS_JSON: Mapping[str, str] = {
     "key.converter": _JSON_CONVERTER,
     "key.converter.schemas.enable": "false",
@@ -361,8 +368,9 @@ class ConnectorSpec:
 
     # ---- loading -------------------------------------------------------------------------------
     @classmethod
-    def from_file(cls, path: str | Path) -> ConnectorSpec:
-        """Load a YAML (.yaml/.yml) or JSON (.json) spec; errors name the file and the offending key."""
+    def from_file(cls, path: str | Path, *, registry_url: str | None = None) -> ConnectorSpec:
+        """Load a YAML (.yaml/.yml) or JSON (.json) spec; errors name the file and the offending key.
+        `registry_url`: see `from_mapping`."""
         p = Path(path)
         try:
             text = p.read_text(encoding="utf-8")
@@ -378,12 +386,15 @@ class ConnectorSpec:
         except (yaml.YAMLError, json.JSONDecodeError) as exc:
             raise SpecError(f"spec file {p} is not valid {p.suffix[1:].upper()}: {exc}") from exc
         try:
-            return cls.from_mapping(doc)
+            return cls.from_mapping(doc, registry_url=registry_url)
         except SpecError as exc:
             raise SpecError(f"{p}: {exc}") from exc
 
     @classmethod
-    def from_mapping(cls, doc: Any) -> ConnectorSpec:
+    def from_mapping(cls, doc: Any, *, registry_url: str | None = None) -> ConnectorSpec:
+        """A spec from its parsed document. `registry_url` is the registry an Avro spec gets when it
+        names none (the caller's endpoint, read by the shell from its flag or environment); a spec's own
+        `registry` always wins, and a JSON spec takes none."""
         if not isinstance(doc, dict):
             raise SpecError("a connector spec must be a mapping of field names to values")
         _refuse_unknown(doc, cls, "spec")
@@ -398,6 +409,9 @@ class ConnectorSpec:
             args["topics"] = _nested(TopicSpec, doc["topics"], "topics")
         if doc.get("registry") is not None:
             args["registry"] = _nested(RegistrySpec, doc["registry"], "registry")
+        elif registry_url is not None and doc.get("format", DEFAULT_FORMAT) == "avro":
+            # The registry is an endpoint like Kafka's: configured once, not repeated in every spec.
+            args["registry"] = RegistrySpec.from_url(registry_url)
         if "format" in doc and not isinstance(doc["format"], str):
             raise SpecError(f"format must be one of {', '.join(FORMATS)}, got {doc['format']!r}")
         args["tables"] = tuple(_str_list(doc["tables"], "tables"))
@@ -465,17 +479,26 @@ def _format_problems(spec: ConnectorSpec) -> list[str]:
     out = []
     if spec.format == "avro" and spec.registry is None:
         out.append(
-            "format avro needs registry.url: the schema registry's base URL as the Connect worker reaches "
-            "it (e.g. http://apicurio:8080)"
+            "format avro (the default) needs registry.url: the schema registry's base URL as the Connect "
+            "worker reaches it (e.g. http://apicurio:8080). Write it in the spec, or let `cdc validate`/"
+            "`cdc apply` fill it from --registry-url or SCHEMA_REGISTRY_URL (ConnectorSpec.from_file(..., "
+            "registry_url=...) in Python); or write `format: json` for records that carry their schema "
+            "inline and need no registry"
         )
     if spec.registry is not None and not re.match(r"^https?://[^/\s]+", spec.registry.url):
-        out.append(f"registry.url {spec.registry.url!r} must be an http:// or https:// URL")
-    # `extra` may still pick JSON converters for the default format (the deprecated SCHEMALESS_JSON);
-    # with another format it would silently fight the format's own converters.
+        out.append(
+            f"registry.url {spec.registry.url!r} must be an http:// or https:// URL (a spec without "
+            "registry.url gets --registry-url / SCHEMA_REGISTRY_URL)"
+        )
+    # `extra` may still pick JSON converters for format json (the deprecated SCHEMALESS_JSON); with
+    # another format it would silently fight the format's own converters.
     managed = (*_CONVERTER_PREFIXES, "schema.name.adjustment.mode", "field.name.adjustment.mode")
     fights = sorted(k for k in spec.extra if spec.format != "json" and k.startswith(managed))
     if fights:
-        out.append(f"extra sets {fights}, which format {spec.format!r} manages; remove them from extra")
+        out.append(
+            f"extra sets {fights}, which format {spec.format!r} manages; remove them from extra (for JSON "
+            "records write `format: json` or `format: json-schemaless` instead)"
+        )
     return out
 
 

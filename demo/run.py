@@ -1,7 +1,7 @@
 """`make demo`: the whole toolkit end to end on the real stack, narrated.
 
 1. a stack (reused from .stack/env, or started and stopped again);
-2. a shop in Postgres captured by Debezium through `cdc` (snapshot, then streaming);
+2. a shop in Postgres captured by Debezium through `cdc` as Avro records (snapshot, then streaming);
 3. concurrent clients driving the event-sourced Order aggregate, refused and retried commands included;
 4. the products and orders materializers (Spark) under a live workload, with a live status;
 5. a search query, an `eventstore replay`, a materializer killed and restarted, `verify` on every view;
@@ -33,7 +33,7 @@ from rich.live import Live
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from cdc.connect_client import ConnectClient
-from cdc.connector_spec import ConnectorSpec, DatabaseSpec
+from cdc.connector_spec import ConnectorSpec, DatabaseSpec, RegistrySpec
 from cdc.preflight import run_preflight
 from cdc.slots import drop_slot
 from demo import live, orders, shop
@@ -120,15 +120,16 @@ def capture_shop(stack: StackHandle, cfg: DemoConfig, cleanup: ExitStack) -> Con
         database=DatabaseSpec.from_dsn(stack.pg_dsn),
         topic_prefix=f"demo{cfg.run_id}",
         tables=tuple(f"{cfg.schema}.{t}" for t in ("customers", "products", "inventory")),
-        # The fastest format the materializers decode (issue 18): records without the inline Connect
-        # schema are ~8x smaller (618 vs 5,166 bytes for a products row), and the materializers type
-        # columns by their own DDL. `cdc tail` needs the schemas: a pipeline that reads changes in
-        # Python keeps them, or uses Avro (the materializers read CDC Avro once issue 19 lands).
-        format="json-schemaless",
+        # The default format, Avro: the smallest and fastest typed records (bench/results/cdc-formats.md),
+        # read by the materializers (from_avro per writer schema id) and by `cdc tail` alike. The
+        # registry is the one the Connect worker reaches, as its converter registers the schemas.
+        registry=RegistrySpec.from_url(stack.connect_view.schema_registry_url),
     )
     connect = ConnectClient(stack.kafka_connect_url)
     cleanup.callback(connect.close)
-    with step(f"Debezium connector {spec.name} registered with cdc, snapshot complete"):
+    with step(
+        f"Debezium connector {spec.name} registered with cdc ({spec.format} records), snapshot complete"
+    ):
         run_preflight(spec)
         connect.apply(spec.name, spec.to_config())
         if not cfg.keep:

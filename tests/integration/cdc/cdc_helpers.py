@@ -4,11 +4,13 @@ The connector factory lives in the toolkit's pytest plugin (`devstack.connectors
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import psycopg
@@ -16,6 +18,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from cdc.avro_records import SchemaLookup
 from cdc.change_event import ChangeEvent, Tombstone, decode_record
+from cdc.connector_spec import DatabaseSpec
 
 T = TypeVar("T")
 
@@ -105,3 +108,35 @@ def decode_all(
 def pg(pg_dsn: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         yield conn
+
+
+# ---- specs for the `cdc` CLI --------------------------------------------------------------------------
+def cli_flags(stack: Any) -> list[str]:
+    """The `cdc` flags for the stack's Connect, Kafka and Postgres (the registry: SCHEMA_REGISTRY_URL)."""
+    return [
+        "--connect-url",
+        stack.kafka_connect_url,
+        "--bootstrap-servers",
+        stack.kafka_bootstrap_servers,
+        "--pg-dsn",
+        stack.pg_dsn,
+    ]
+
+
+def spec_doc(stack: Any, name: str, tables: list[str], **over: Any) -> dict[str, Any]:
+    """A spec file's document for `tables` (`over`: more keys); no format, so the default (Avro)."""
+    db = DatabaseSpec.from_dsn(stack.pg_dsn)
+    return {
+        "name": name,
+        "database": {"hostname": db.hostname, "port": db.port, "user": db.user, "dbname": db.dbname},
+        "topic_prefix": name.replace("-", "_"),
+        "tables": tables,
+        "heartbeat": {"interval_ms": 1000},
+        **over,
+    }
+
+
+def write_spec(tmp_path: Path, doc: dict[str, Any]) -> Path:
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(doc))
+    return path

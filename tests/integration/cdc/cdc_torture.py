@@ -1,12 +1,29 @@
 """The type-torture table: one column per Postgres type the decoder supports, rows full of edge values.
 
-Shared by the integration test and by `capture_fixtures.py`, which records what the real connector
-emits for these rows into tests/unit/cdc/fixtures/ (the unit tests decode those bytes).
+Shared by the integration tests (`torture_table` and `mismatches`: what psycopg reads against what the
+decoder gives) and by `capture_fixtures.py`, which records what the real connector emits for these rows
+into tests/unit/cdc/fixtures/ (the unit tests decode those bytes).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import math
 import random
+from collections.abc import Sequence
+from datetime import UTC, date, datetime, time
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+from cdc_helpers import unique
+from psycopg.types import TypeInfo
+from psycopg.types.hstore import register_hstore
+
+from cdc.change_event import ChangeEvent, Tombstone
+from cdc.values import Interval
+
+Row = dict[str, Any]
 
 COLUMNS = """
     id integer PRIMARY KEY,
@@ -63,3 +80,58 @@ def create_sql(table: str, enum: str) -> list[str]:
 
 def insert_sql(table: str) -> str:
     return f"INSERT INTO {table} VALUES " + ",\n".join(ROWS)
+
+
+def torture_table(pg: psycopg.Connection[tuple[Any, ...]], tables: list[str]) -> tuple[str, dict[int, Row]]:
+    """A new torture table, filled (its name and type go on `tables` for dropping), and its rows as
+    psycopg reads them, by id."""
+    suffix = unique("tt")
+    table, enum = f"public.{suffix}", f"mood_{suffix}"
+    tables.extend([f"type:{enum}", f"table:{table}"])
+    for sql in create_sql(table, enum):
+        pg.execute(sql)  # type: ignore[arg-type]
+    pg.execute(insert_sql(table), {"large": LARGE_BYTES})  # type: ignore[arg-type]
+    info = TypeInfo.fetch(pg, "hstore")
+    assert info is not None
+    register_hstore(info, pg)
+    cur = pg.execute(f"SELECT * FROM {table} ORDER BY id")  # type: ignore[arg-type]
+    names = [d.name for d in cur.description or ()]
+    return table, {row[0]: dict(zip(names, row, strict=True)) for row in cur.fetchall()}
+
+
+def mismatches(
+    expected: dict[int, Row], items: Sequence[ChangeEvent | Tombstone]
+) -> list[tuple[int, str, Any, Any]]:
+    """(id, column, psycopg's value, the decoder's) for every value the change events carry wrong; a
+    row missing from either side fails at once."""
+    decoded = {i.after["id"]: i.after for i in items if isinstance(i, ChangeEvent) and i.after is not None}
+    assert sorted(decoded) == sorted(expected) == [1, 2, 3, 4]
+    return [
+        (row_id, col, want, decoded[row_id][col])
+        for row_id, row in expected.items()
+        for col, want in row.items()
+        if _normal(col, want) != _normal(col, decoded[row_id][col])
+    ]
+
+
+def _normal(column: str, value: Any) -> Any:
+    """Bring psycopg's and the decoder's representation of the same value to one comparable form."""
+    if value is None:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return "float-nan"
+    if isinstance(value, Decimal) and value.is_nan():
+        return "decimal-nan"
+    if isinstance(value, list | tuple):
+        return tuple(_normal(column, v) for v in value)
+    if isinstance(value, Interval):
+        return value.as_timedelta()
+    if isinstance(value, time) and value.tzinfo is not None:
+        # Debezium sends timetz in UTC; compare the UTC time of day.
+        moment = datetime.combine(date(2000, 1, 1), value).astimezone(UTC)
+        return moment.time().replace(tzinfo=UTC)
+    if column == "c_money":
+        return Decimal(str(value).replace("$", "").replace(",", ""))
+    if column == "c_inet":
+        return ipaddress.ip_interface(str(value))
+    return value

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from cdc_helpers import read_topic, unique, wait_until
+from cdc_helpers import cli_flags, read_topic, spec_doc, unique, wait_until, write_spec
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from cdc.cli import EXIT_FAILED, EXIT_REFUSED, EXIT_UNAVAILABLE, main
@@ -24,41 +24,12 @@ from devstack.connectors import ConnectorFactory
 pytestmark = pytest.mark.integration
 
 
-def _flags(stack: Any) -> list[str]:
-    return [
-        "--connect-url",
-        stack.kafka_connect_url,
-        "--bootstrap-servers",
-        stack.kafka_bootstrap_servers,
-        "--pg-dsn",
-        stack.pg_dsn,
-    ]
-
-
-def _write_spec(tmp_path: Path, spec_doc: dict[str, Any]) -> Path:
-    path = tmp_path / "spec.json"
-    path.write_text(json.dumps(spec_doc))
-    return path
-
-
-def _spec_doc(stack: Any, name: str, tables: list[str], **over: Any) -> dict[str, Any]:
-    db = DatabaseSpec.from_dsn(stack.pg_dsn)
-    return {
-        "name": name,
-        "database": {"hostname": db.hostname, "port": db.port, "user": db.user, "dbname": db.dbname},
-        "topic_prefix": name.replace("-", "_"),
-        "tables": tables,
-        "heartbeat": {"interval_ms": 1000},
-        **over,
-    }
-
-
 def test_unknown_table_is_refused_by_preflight_and_not_registered(
     stack: Any, connect: ConnectClient, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     name = unique("bad-table").replace("_", "-")
-    path = _write_spec(tmp_path, _spec_doc(stack, name, ["public.no_such_table_x"]))
-    assert main(["apply", str(path), *_flags(stack)]) == EXIT_REFUSED
+    path = write_spec(tmp_path, spec_doc(stack, name, ["public.no_such_table_x"]))
+    assert main(["apply", str(path), *cli_flags(stack)]) == EXIT_REFUSED
     err = capsys.readouterr().err
     assert "table.include.list" in err and "public.no_such_table_x does not exist" in err
     assert name not in connect.list_connectors()
@@ -107,10 +78,10 @@ def test_misspelled_option_is_named_and_nothing_registered(
         connect.apply(spec.name, spec.to_config())
     assert [f for f, _ in invalid.value.field_errors] == ["snapshot.mod"]
     assert spec.name not in connect.list_connectors()
-    path = _write_spec(
-        tmp_path, _spec_doc(stack, spec.name, ["public.cdc_heartbeat"], extra={"snapshot.mod": "x"})
+    path = write_spec(
+        tmp_path, spec_doc(stack, spec.name, ["public.cdc_heartbeat"], extra={"snapshot.mod": "x"})
     )
-    assert main(["validate", str(path), "--json", *_flags(stack)]) == EXIT_REFUSED
+    assert main(["validate", str(path), "--json", *cli_flags(stack)]) == EXIT_REFUSED
     out = json.loads(capsys.readouterr().out)
     assert out["valid"] is False and out["errors"][0][0] == "snapshot.mod"
 
@@ -148,10 +119,10 @@ def test_failed_task_makes_status_exit_non_zero(
     with pytest.raises(ConnectorFailed, match="FAILED"):
         connect.wait_running(spec.name, timeout=5)
     capsys.readouterr()
-    assert main(["status", spec.name, *_flags(stack)]) == EXIT_FAILED
+    assert main(["status", spec.name, *cli_flags(stack)]) == EXIT_FAILED
     captured = capsys.readouterr()
     assert "FAILED" in captured.out and "failure trace" in captured.out
-    assert main(["status", spec.name, "--json", *_flags(stack)]) == EXIT_FAILED
+    assert main(["status", spec.name, "--json", *cli_flags(stack)]) == EXIT_FAILED
     doc = json.loads(capsys.readouterr().out)
     assert doc[0]["failed"] is True
 
@@ -245,9 +216,9 @@ def test_a_registry_the_connector_cannot_reach_fails_its_task_and_status_and_hea
 
     wait_until(status, lambda s: s is not None and s.failed, timeout=90)
     capsys.readouterr()
-    assert main(["status", spec.name, *_flags(stack)]) == EXIT_FAILED
+    assert main(["status", spec.name, *cli_flags(stack)]) == EXIT_FAILED
     assert "registry at http://127.0.0.1:9/apis/registry/v2" in capsys.readouterr().out
-    assert main(["health", spec.name, "--json", *_flags(stack)]) == EXIT_FAILED
+    assert main(["health", spec.name, "--json", *cli_flags(stack)]) == EXIT_FAILED
     warnings = json.loads(capsys.readouterr().out)["warnings"]
     assert any("FAILED" in w and "registry at http://127.0.0.1:9/apis/registry/v2" in w for w in warnings)
 
@@ -278,7 +249,7 @@ def test_a_column_change_the_registry_rule_refuses_fails_the_task_and_status_nam
     pg.execute(f"INSERT INTO {table} VALUES (2, 2)")  # type: ignore[arg-type]
     wait_until(lambda: connect.status(spec.name), lambda s: s.failed, timeout=90)
     capsys.readouterr()
-    flags = [*_flags(stack), "--registry-url", stack.schema_registry_url]
+    flags = [*cli_flags(stack), "--registry-url", stack.schema_registry_url]
     assert main(["status", spec.name, "--json", *flags]) == EXIT_FAILED
     [doc] = json.loads(capsys.readouterr().out)
     assert "refused the table's new schema under the subject's compatibility rule" in doc["cause"]

@@ -1,4 +1,5 @@
-"""The `cdc` CLI end to end: apply, status, tail, pause/resume, health, delete --drop-slot."""
+"""The `cdc` CLI end to end: apply, status, tail, pause/resume, health, delete --drop-slot; and a spec
+naming no format nor registry, registered as Avro with the registry from SCHEMA_REGISTRY_URL."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_helpers import unique
+from cdc_helpers import cli_flags, decode_all, read_topic, spec_doc, unique, write_spec
+from cdc_torture import mismatches, torture_table
 
 from cdc.cli import EXIT_OK, main
 from cdc.connect_client import ConnectClient
-from cdc.connector_spec import DatabaseSpec
+from cdc.connector_spec import AVRO_CONVERTER, RegistrySpec
+from cdc.registry_client import RegistryClient
+from cdc.render import event_json
 
 pytestmark = pytest.mark.integration
 
@@ -30,17 +34,8 @@ def test_cli_lifecycle(
     pg.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, label text)")  # type: ignore[arg-type]
     pg.execute(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'ü')")  # type: ignore[arg-type]
     name = unique("cli").replace("_", "-")
-    db = DatabaseSpec.from_dsn(stack.pg_dsn)
-    spec_path = tmp_path / "spec.yaml"
-    spec_path.write_text(
-        f"name: {name}\n"
-        f"database: {{hostname: '{db.hostname}', port: {db.port}, user: {db.user}, dbname: {db.dbname}}}\n"
-        f"topic_prefix: {name.replace('-', '_')}\n"
-        f"tables: [{table}]\n"
-        "heartbeat: {interval_ms: 1000}\n"
-    )
-    flags = ["--connect-url", stack.kafka_connect_url, "--bootstrap-servers", stack.kafka_bootstrap_servers]
-    flags += ["--pg-dsn", stack.pg_dsn]
+    spec_path = write_spec(tmp_path, spec_doc(stack, name, [table]))
+    flags = cli_flags(stack)
     topic = f"{name.replace('-', '_')}.{table}"
     try:
         assert main(["validate", str(spec_path), *flags]) == EXIT_OK
@@ -77,3 +72,43 @@ def test_cli_lifecycle(
         "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (f"dbz_{name.replace('-', '_')}",)
     )
     assert slot.fetchone() is None
+
+
+def test_a_spec_naming_no_format_is_registered_as_avro_with_the_registry_from_the_environment(
+    stack: Any,
+    pg: psycopg.Connection[tuple[Any, ...]],
+    tables: list[str],
+    connect: ConnectClient,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No `format`, no `registry`: `cdc apply` registers Avro with SCHEMA_REGISTRY_URL (Connect's view of
+    the registry: the converter registers the schemas), every key and value is Confluent-framed, and
+    `cdc tail` prints the torture table's values exactly as psycopg reads them."""
+    table, expected = torture_table(pg, tables)
+    name = unique("cliavro").replace("_", "-")
+    spec_path = write_spec(tmp_path, spec_doc(stack, name, [table]))
+    monkeypatch.setenv("SCHEMA_REGISTRY_URL", stack.connect_view.schema_registry_url)
+    flags = cli_flags(stack)
+    try:
+        assert main(["apply", str(spec_path), "--json", *flags]) == EXIT_OK
+        assert json.loads(capsys.readouterr().out)["state"] == "RUNNING"
+        config = connect.config(name)
+        assert config["value.converter"] == AVRO_CONVERTER
+        registry_api = RegistrySpec(url=stack.connect_view.schema_registry_url).v2_api_url
+        assert config["value.converter.apicurio.registry.url"] == registry_api
+        topic = f"{name.replace('-', '_')}.{table}"
+        records = read_topic(stack.kafka_bootstrap_servers, topic, until=lambda rs: len(rs) >= 4)
+        # Confluent framing: magic byte 0, then the 4-byte id of the writer schema, for keys and values.
+        assert [(r.key[:1], r.value[:1]) for r in records if r.key and r.value] == [(b"\0", b"\0")] * 4
+        with RegistryClient(stack.schema_registry_url) as registry:
+            items = decode_all(records, registry)
+        assert mismatches(expected, items) == []
+
+        tail = ["tail", topic, "--from-beginning", "--max", "4", "--idle-timeout", "60", "--json", *flags]
+        assert main([*tail, "--registry-url", stack.schema_registry_url]) == EXIT_OK
+        printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert printed == [event_json(i) for i in items]  # the same exact values, as JSON
+    finally:
+        assert main(["delete", name, "--drop-slot", *flags]) == EXIT_OK

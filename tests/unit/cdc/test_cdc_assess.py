@@ -10,7 +10,7 @@ from decimal import Decimal
 from cdc.change_event import ChangeEvent, Op, RecordPosition, SourcePosition
 from cdc.column_types import ColumnFacts, PgType, SnapshotDates
 from cdc.connect_client import ConnectorStatus, TaskStatus, parse_status, parse_validation, snapshot_finished
-from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec
+from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec, RegistrySpec
 from cdc.health import ConnectorHealth, SlotInfo, assess
 from cdc.preflight import PostgresFacts, TableFacts, column_warnings
 from cdc.preflight import assess as preflight_assess
@@ -23,6 +23,7 @@ SPEC = ConnectorSpec(
     topic_prefix="p",
     tables=("public.a", "public.nokey", "public.keyed"),
     message_key_columns=(("public.keyed", ("code",)),),
+    registry=RegistrySpec(url="http://apicurio:8080"),  # the default format (Avro) needs one
 )
 
 
@@ -138,6 +139,7 @@ def test_preflight_refuses_columns_as_problems_and_keeps_warnings_apart() -> Non
         topic_prefix="p",
         tables=("public.a",),
         heartbeat=HeartbeatSpec(enabled=False),
+        registry=SPEC.registry,
     )
     facts = PostgresFacts(wal_level="logical", can_replicate=True, tables=(_typed_table(),))
     problems = preflight_assess(spec, facts)

@@ -25,8 +25,11 @@ topic_prefix: shop
 tables: [public.orders, public.events]
 message_key_columns: {public.events: [stream_id, version]}
 topics: {partitions: 3, replication_factor: 2}
+registry: {url: "http://apicurio:8080"}
 extra: {snapshot.fetch.size: 5000, skipped.operations: none}
 """
+# Where a spec on the default format (Avro) finds its registry when the test is not about that.
+REGISTRY = {"url": "http://apicurio:8080"}
 
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:
@@ -49,6 +52,7 @@ def test_yaml_spec_renders_production_defaults(tmp_path: Path) -> None:
     assert config["topic.creation.default.partitions"] == "3"
     assert config["topic.creation.default.replication.factor"] == "2"
     assert config["heartbeat.interval.ms"] == "10000"
+    assert config["value.converter"] == config["key.converter"] == AVRO_CONVERTER  # the default format
     assert (
         "cdc_heartbeat" in config["heartbeat.action.query"]
         and "'Orders.CDC-v2'" in config["heartbeat.action.query"]
@@ -139,6 +143,7 @@ def test_heartbeat_can_be_disabled() -> None:
             "topic_prefix": "p",
             "tables": ["public.t"],
             "heartbeat": {"enabled": False},
+            "registry": REGISTRY,
         }
     )
     config = spec.to_config()
@@ -147,7 +152,7 @@ def test_heartbeat_can_be_disabled() -> None:
 
 def test_a_live_change_is_handed_to_connect_within_50_ms_unless_extra_says_otherwise() -> None:
     doc = {"name": "n", "database": {"hostname": "h", "user": "u", "dbname": "d"}, "topic_prefix": "p",
-           "tables": ["public.t"]}  # fmt: skip
+           "tables": ["public.t"], "registry": REGISTRY}  # fmt: skip
     assert ConnectorSpec.from_mapping(doc).to_config()["poll.interval.ms"] == "50"
     tuned = ConnectorSpec.from_mapping({**doc, "extra": {"poll.interval.ms": "500"}})
     assert tuned.to_config()["poll.interval.ms"] == "500"
@@ -159,6 +164,7 @@ def test_record_size_limit_reaches_the_topics_and_the_producer() -> None:
         "database": {"hostname": "db", "user": "u", "dbname": "d"},
         "topic_prefix": "big",
         "tables": ["public.t"],
+        "registry": REGISTRY,
     }
     default = ConnectorSpec.from_mapping(base).to_config()
     assert default["topic.creation.default.max.message.bytes"] == str(32 << 20)
@@ -180,6 +186,7 @@ def test_the_oversize_router_is_last_in_the_chain_and_measures_with_the_connecto
         "database": {"hostname": "db", "user": "u", "dbname": "d"},
         "topic_prefix": "big",
         "tables": ["public.t"],
+        "format": "json",  # `own` tunes the JSON converter, which only format json lets extra do
     }
     own = {
         "transforms": "unwrap",
@@ -214,14 +221,43 @@ _BASE = {
 _JSON = "org.apache.kafka.connect.json.JsonConverter"
 
 
-@pytest.mark.parametrize(("fmt", "inline"), [(None, "true"), ("json", "true"), ("json-schemaless", "false")])
-def test_json_formats_render_json_converters(fmt: str | None, inline: str) -> None:
-    doc = _BASE if fmt is None else {**_BASE, "format": fmt}
-    config = ConnectorSpec.from_mapping(doc).to_config()
+@pytest.mark.parametrize(("fmt", "inline"), [("json", "true"), ("json-schemaless", "false")])
+def test_json_formats_render_json_converters_and_take_no_registry(fmt: str, inline: str) -> None:
+    spec = ConnectorSpec.from_mapping({**_BASE, "format": fmt}, registry_url="http://r:8080")
+    config = spec.to_config()
     for side in ("key", "value"):
         assert config[f"{side}.converter"] == _JSON and config[f"{side}.converter.schemas.enable"] == inline
     assert "schema.name.adjustment.mode" not in config
-    assert ConnectorSpec.from_mapping(_BASE).format == DEFAULT_FORMAT == "json"  # until the benchmark picks
+    assert spec.registry is None  # the caller's registry is for Avro specs only
+
+
+@pytest.mark.parametrize("named", [{}, {"format": "avro"}])
+def test_avro_is_the_default_and_a_spec_naming_no_registry_takes_the_callers(named: dict[str, str]) -> None:
+    """The shell passes its registry endpoint (flag, env, default); SCHEMA_REGISTRY_URL is the
+    Confluent-compatible API, cut back to the base for the converter's v2 API."""
+    spec = ConnectorSpec.from_mapping({**_BASE, **named}, registry_url="http://r:8080/apis/ccompat/v7")
+    assert spec.format == DEFAULT_FORMAT == "avro"
+    assert spec.registry == RegistrySpec(url="http://r:8080/apis/ccompat/v7")
+    config = spec.to_config()
+    assert config["value.converter"] == config["key.converter"] == AVRO_CONVERTER
+    assert config["value.converter.apicurio.registry.url"] == "http://r:8080/apis/registry/v2"
+
+
+def test_a_specs_own_registry_wins_over_the_callers(tmp_path: Path) -> None:
+    spec = ConnectorSpec.from_file(_write(tmp_path, "s.yaml", YAML), registry_url="http://elsewhere:1")
+    assert spec.registry == RegistrySpec(url="http://apicurio:8080")
+    fallback = ConnectorSpec.from_file(
+        _write(tmp_path, "f.json", json.dumps(_BASE)), registry_url="http://r:8080"
+    )
+    assert fallback.registry == RegistrySpec(url="http://r:8080")
+
+
+def test_an_avro_spec_with_no_registry_anywhere_is_refused_naming_every_way_out() -> None:
+    with pytest.raises(SpecError) as info:
+        ConnectorSpec.from_mapping(_BASE)  # no format, no registry, no fallback
+    message = str(info.value)
+    for way_out in ("format avro (the default) needs registry.url", "SCHEMA_REGISTRY_URL", "format: json"):
+        assert way_out in message
 
 
 def test_avro_renders_apicurio_converters_in_confluent_framing_for_keys_and_values() -> None:
@@ -266,8 +302,9 @@ def test_registry_url_is_cut_back_to_the_base(url: str, base: str) -> None:
     [
         ({"format": "protobuf"}, "format 'protobuf' is not one of avro, json, json-schemaless"),
         ({"format": 3}, "format must be one of"),
-        ({"format": "avro"}, "format avro needs registry.url"),
+        ({"format": "avro"}, r"format avro \(the default\) needs registry.url"),
         ({"format": "avro", "registry": {"url": "apicurio:8080"}}, "must be an http:// or https:// URL"),
+        ({"registry": {"url": "apicurio:8080"}}, "must be an http:// or https:// URL"),
         ({"format": "avro", "registry": {"uri": "http://r"}}, r"unknown key\(s\) \['uri'\] in registry"),
         (
             {"format": "avro", "registry": {"url": "http://r"}, "extra": {"value.converter": _JSON}},
@@ -284,9 +321,16 @@ def test_bad_formats_are_refused_with_the_fix(over: dict[str, object], message: 
         ConnectorSpec.from_mapping({**_BASE, **over})
 
 
-def test_the_deprecated_schemaless_extra_still_works_on_the_default_format() -> None:
-    config = ConnectorSpec.from_mapping({**_BASE, "extra": dict(SCHEMALESS_JSON)}).to_config()
+def test_the_deprecated_schemaless_extra_still_works_with_format_json_and_is_refused_on_avro() -> None:
+    """It predates `format`: on JSON (the old default) it still works; on Avro (the default now) it
+    would fight the Avro converters, so the spec is refused, pointing at `format`."""
+    schemaless = {**_BASE, "extra": dict(SCHEMALESS_JSON)}
+    config = ConnectorSpec.from_mapping({**schemaless, "format": "json"}).to_config()
     assert config["value.converter.schemas.enable"] == "false"
+    with pytest.raises(
+        SpecError, match=r"which format 'avro' manages.*write `format: json` or `format: json-sch"
+    ):
+        ConnectorSpec.from_mapping(schemaless, registry_url="http://r:8080")
 
 
 def test_replication_follows_the_cluster_unless_the_spec_names_it(tmp_path: Path) -> None:
