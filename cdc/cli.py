@@ -50,6 +50,7 @@ from kafkakit.clients import make_consumer
 from kafkakit.errors import BadStartPosition, ToolkitError
 from kafkakit.logs import configure_cli_logging
 from kafkakit.positions import Edge, StartPosition, parse_partition_offsets, parse_timestamp, resolve
+from kafkakit.replication import live_brokers, replication_problem
 from kafkakit.secrets import masked
 from kafkakit.settings import Endpoints
 
@@ -235,6 +236,7 @@ def _validate(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
     missing_heartbeat = f"table {spec.heartbeat.table} does not exist in database "
     problems = [p for p in problems if not p[1].startswith(missing_heartbeat)]
     problems.extend(result.field_errors)
+    problems.extend(_replication_problems(spec, ep))
     if _wants_json(args):
         _emit(
             out,
@@ -257,9 +259,24 @@ def _validate(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
     return EXIT_OK if not problems else EXIT_REFUSED
 
 
+def _replication_problems(spec: ConnectorSpec, ep: Endpoints) -> list[tuple[str, str]]:
+    """Connect creates the topics on the first record; a factor the cluster cannot place would fail the
+    task then, so it is refused now (only a factor the spec names needs a look at the brokers)."""
+    wanted = spec.topics.replication_factor
+    if wanted is None:
+        return []
+    problem = replication_problem(
+        wanted, live_brokers(ep.kafka_bootstrap_servers), "topics.replication_factor"
+    )
+    return [("topics.replication_factor", problem)] if problem else []
+
+
 def _apply(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
     spec = _load_spec(args.file, ep)
     warnings: tuple[ColumnFinding, ...] = ()
+    refused = _replication_problems(spec, ep)
+    if refused:
+        raise PreflightFailed(refused)  # main prints them; nothing is registered
     if not args.skip_preflight:
         report: PreflightReport = examine(spec)
         warnings = report.warnings

@@ -18,6 +18,12 @@ from kafkakit.settings import Endpoints
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 
 
+# A processor's open transaction must outlive a broker failover (a dead broker is noticed after
+# broker.session.timeout.ms, 9 s by default, then leaders move): shorter, the coordinator aborts it and
+# fences the processor.
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoreConfig:
     """`name` prefixes the store's topics (`<name>.events`, ...), hence its registry subjects
@@ -33,7 +39,7 @@ class StoreConfig:
     # A takeover reads about this many event records per partition beyond the snapshots: streams that
     # pin older offsets get a fresh snapshot (takeover.py). 0 disables those extra snapshots.
     rebuild_window: int = 10_000
-    transaction_timeout_ms: int = 60_000
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     reply_timeout_s: float = 30.0
     # How long, and for how many command ids, a retry gets its first outcome back (dedup.py); the
     # outcomes topic keeps the same window.

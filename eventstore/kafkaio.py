@@ -9,17 +9,67 @@ compared, not the offsets of the records delivered.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from eventstore.errors import EventStoreError
 from kafkakit.clients import make_consumer
 from kafkakit.positions import StartPosition, resolve
 
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
 READ_COMMITTED = {"isolation.level": "read_committed", "enable.auto.commit": False}
+
+# librdkafka's local errors while a broker is lost and a new leader elected: the client recovers from
+# each on its own once metadata is refreshed, so a read that met one is simply tried again.
+_FAILOVER = frozenset(
+    {
+        KafkaError._DESTROY_BROKER,
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._WAIT_COORD,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.REQUEST_TIMED_OUT,
+    }
+)
+
+
+def transient(exc: KafkaException) -> bool:
+    """A failure a broker's loss causes and a retry outlives (not a fatal, auth or config error)."""
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and not err.fatal() and (err.retriable() or err.code() in _FAILOVER)
+
+
+def until_failover_ends(
+    fn: Callable[[], T], *, what: str, deadline_s: float, on_retry: Callable[[], None]
+) -> T:
+    """`fn()`, tried again (after `on_retry`) while it fails transiently, for up to `deadline_s`: the time
+    a leader election takes. A non-transient error, or one that outlasts the deadline, is raised."""
+    deadline = time.monotonic() + deadline_s
+    pause = 0.2
+    while True:
+        try:
+            return fn()
+        except KafkaException as exc:
+            if not transient(exc) or time.monotonic() + pause > deadline:
+                raise
+            log.warning(
+                "%s failed (%s); trying again in %.1fs (a broker failover?)", what, exc.args[0], pause
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 5.0)
+        on_retry()
 
 
 def reader(bootstrap: str, **extra: Any) -> Consumer:

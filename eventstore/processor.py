@@ -57,7 +57,7 @@ from eventstore.dedup import DedupMemory
 from eventstore.envelope import Outcome, Position, Snapshot
 from eventstore.errors import EventStoreError, ProcessorFenced, RegistryUnavailable
 from eventstore.heap import HeapSettler
-from eventstore.kafkaio import READ_COMMITTED, end_offsets, read_range, reader, take
+from eventstore.kafkaio import READ_COMMITTED, end_offsets, read_range, reader, take, until_failover_ends
 from eventstore.serde import (
     H_COMMAND_ID,
     H_LOW_WATER,
@@ -72,6 +72,9 @@ from eventstore.topics import partition_for
 from kafkakit.clients import make_consumer, make_producer
 
 S = TypeVar("S")
+# How long a partition's rebuild on assignment waits out a broker failover (elections take seconds;
+# a controller that must first notice the loss, up to its session timeout).
+REBUILD_FAILOVER_S = 120.0
 log = logging.getLogger(__name__)
 
 
@@ -269,7 +272,9 @@ class CommandProcessor(Generic[S]):
             with contextlib.suppress(RuntimeError):  # already closed
                 client.close()
         for producer in self._producers:
-            producer.flush(5)
+            # A producer in a fatal state (fenced) cannot flush; its error is the one already raised.
+            with contextlib.suppress(KafkaException):
+                producer.flush(5)
         self._heap.release()
 
     # --- rebalance -------------------------------------------------------------------------------
@@ -278,19 +283,30 @@ class CommandProcessor(Generic[S]):
         lost = {tp.partition for tp in partitions}
         self._owned -= lost
         for partition in lost:
-            for per_partition in (self._needed, self._floor, self._delivered_end, self._low_water):
-                per_partition.pop(partition, None)
-        self._streams = {
-            s: st for s, st in self._streams.items() if partition_for(s, self.config.partitions) not in lost
-        }
-        self._dedup.forget(lambda o: partition_for(o.stream_id, self.config.partitions) in lost)
+            self._forget_partition(partition)
         self._heap.full()
         log.info("revoked partitions %s", sorted(lost))
+
+    def _forget_partition(self, partition: int) -> None:
+        """Drop what this processor holds for `partition` (revoked, or a rebuild to start over)."""
+        for per_partition in (self._needed, self._floor, self._delivered_end, self._low_water):
+            per_partition.pop(partition, None)
+        self._streams = {
+            s: st for s, st in self._streams.items() if partition_for(s, self.config.partitions) != partition
+        }
+        self._dedup.forget(lambda o: partition_for(o.stream_id, self.config.partitions) == partition)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             started = time.monotonic()
-            report = self._rebuild(tp.partition)
+            # An error raised here would escape from consume() and end the processor: a broker lost
+            # while the group rebalances (its partitions' leaders move) is waited out instead.
+            report = until_failover_ends(
+                partial(self._rebuild, tp.partition),
+                what=f"rebuilding partition {tp.partition}",
+                deadline_s=REBUILD_FAILOVER_S,
+                on_retry=partial(self._forget_partition, tp.partition),
+            )
             report = replace(report, seconds=time.monotonic() - started)
             self.rebuilds.append(report)
             self._owned.add(tp.partition)

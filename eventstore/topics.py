@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type:
 from eventstore.config import StoreConfig
 from eventstore.errors import TopicSetupError
 from kafkakit.clients import admin_client
+from kafkakit.replication import replication_problem
 
 # Replication and min.insync.replicas are the cluster's (`default.replication.factor`,
 # `min.insync.replicas` on the brokers) unless the store's config names a replication factor: a store
@@ -95,6 +96,13 @@ def ensure_topics(config: StoreConfig, timeout: float = 30.0) -> list[tuple[str,
             ) from exc
         wanted = specs(config)
         missing = [s for s in wanted if s.name not in existing]
+        too_many = replication_problem(
+            config.replication_factor,
+            len(admin.list_topics(timeout=timeout).brokers),
+            "EVENTSTORE_REPLICATION_FACTOR (--replication-factor)",
+        )
+        if missing and too_many:
+            raise TopicSetupError(f"no topic of store {config.name!r} was created: {too_many}")
         replication = config.replication_factor or BROKER_DEFAULT
         futures = (
             admin.create_topics(

@@ -494,7 +494,10 @@ def _spark_worker(index: int) -> Service:
         lambda c: spark_cluster.worker_command(
             c.state, name, f"spark://127.0.0.1:{c.ports['spark_master']}", c.ports[ui], c.config.spark_worker
         ),
-        lambda c: spark_cluster.worker_registered(c.ports["spark_master_ui"], c.ports[ui]),
+        lambda c: (
+            spark_cluster.worker_registered(c.ports["spark_master_ui"], c.ports[ui])
+            and spark_cluster.environment_current(c.state)
+        ),
         after=("spark-master",),
         environment=lambda c: spark_cluster.daemon_environment(c.state),
     )

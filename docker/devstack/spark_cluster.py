@@ -81,7 +81,7 @@ def worker_command(
     ]  # fmt: skip
 
 
-def _master_state(ui_port: int) -> dict[str, object] | None:
+def master_state(ui_port: int) -> dict[str, object] | None:
     try:
         answer = httpx.get(f"http://127.0.0.1:{ui_port}/json/", timeout=2.0)
         found = answer.json() if answer.status_code == 200 else None
@@ -91,12 +91,12 @@ def _master_state(ui_port: int) -> dict[str, object] | None:
 
 
 def master_answers(ui_port: int) -> bool:
-    state = _master_state(ui_port)
+    state = master_state(ui_port)
     return state is not None and state.get("status") == "ALIVE"
 
 
 def alive_workers(ui_port: int) -> list[dict[str, object]]:
-    state = _master_state(ui_port) or {}
+    state = master_state(ui_port) or {}
     workers = state.get("workers")
     return [w for w in workers if w.get("state") == "ALIVE"] if isinstance(workers, list) else []
 
@@ -137,6 +137,13 @@ def sources_digest() -> str:
                 digest.update(str(path.relative_to(REPO_ROOT)).encode())
                 digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def environment_current(state: Path) -> bool:
+    """The workers' environment holds the toolkit as the sources are now (else `up` restarts the
+    workers, which rebuilds it: executors must not run yesterday's code)."""
+    marker = worker_venv(state) / ".sources-digest"
+    return marker.exists() and marker.read_text() == sources_digest()
 
 
 def ensure_worker_environment(state: Path) -> None:

@@ -20,6 +20,7 @@ from cdc.connector_spec import DatabaseSpec, RegistrySpec
 from cdc.errors import ConnectorConfigInvalid, ConnectorFailed, ConnectorNotFound, PreflightFailed
 from cdc.preflight import run_preflight
 from devstack.connectors import ConnectorFactory
+from kafkakit.replication import live_brokers
 
 pytestmark = pytest.mark.integration
 
@@ -277,3 +278,19 @@ def test_preflight_logs_in_with_the_connectors_tls_mode_and_names_it_when_refuse
     [(field, message)] = info.value.problems
     assert field.startswith("database.sslmode") and "does not support SSL" in message
     run_preflight(connectors.spec([table], extra={"database.sslmode": "disable"}))  # asked for: logs in
+
+
+def test_a_replication_factor_beyond_the_live_brokers_is_refused_before_anything_is_registered(
+    stack: Any, connect: ConnectClient, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    brokers = live_brokers(stack.kafka_bootstrap_servers)
+    name = unique("rf").replace("_", "-")
+    doc = spec_doc(stack, name, ["public.cdc_heartbeat"], topics={"replication_factor": brokers + 1})
+    path = write_spec(tmp_path, doc)
+    assert main(["apply", str(path), *cli_flags(stack)]) == EXIT_REFUSED
+    err = capsys.readouterr().err
+    assert f"topics.replication_factor={brokers + 1}" in err and f"the {brokers} broker(s) alive" in err
+    assert name not in connect.list_connectors()
+    assert main(["validate", str(path), "--json", *cli_flags(stack)]) == EXIT_REFUSED
+    out = json.loads(capsys.readouterr().out)
+    assert [f for f, _ in out["errors"] if f == "topics.replication_factor"] == ["topics.replication_factor"]

@@ -15,6 +15,7 @@ from es_helpers import cli_env
 
 from eventstore import EventStore, StoreConfig
 from eventstore.cli import main
+from kafkakit.replication import live_brokers
 from shop import order as o
 
 pytestmark = pytest.mark.integration
@@ -173,3 +174,21 @@ def test_console_script_exit_codes(store: StoreConfig) -> None:
         timeout=60,
     )
     assert missing.returncode == 8 and json.loads(missing.stdout)["error"] == "StreamNotFound"
+
+
+def test_init_refuses_a_replication_factor_beyond_the_live_brokers_and_creates_nothing(
+    stack: Any, capsys: Any
+) -> None:
+    brokers = live_brokers(stack.kafka_bootstrap_servers)
+    config = StoreConfig(
+        name=f"es-rf-{uuid.uuid4().hex[:8]}",
+        bootstrap_servers=stack.kafka_bootstrap_servers,
+        schema_registry_url=stack.schema_registry_url,
+        partitions=2,
+    )
+    code = main(["init", *flags(config), "--replication-factor", str(brokers + 1)])
+    assert code != 0
+    err = capsys.readouterr().err
+    assert "--replication-factor" in err and f"the {brokers} broker(s) alive" in err
+    topics = AdminClient({"bootstrap.servers": stack.kafka_bootstrap_servers}).list_topics(timeout=30).topics
+    assert not [t for t in topics if t.startswith(f"{config.name}.")]
