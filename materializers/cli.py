@@ -274,6 +274,7 @@ def _rebuild(args: argparse.Namespace) -> int:
         view.check()
     partitions = topic_partitions(config.endpoints.kafka_bootstrap_servers, plan.topic)
     positions.spark_start_options(begin, {plan.topic: partitions})
+    spark_session.require_master(config.master)
     spark = spark_session.build(config.master, f"materializer-{spec.name}-rebuild")
     done = rebuild.rebuild(spark, spec, config, begin, timeout=args.timeout, grace=args.grace)
     print(

@@ -41,6 +41,7 @@ def start_plans(plans: Sequence[JobPlan], begin: StartPosition, *, available_now
     """Check every plan, claim its checkpoint, build the session and run a query per plan."""
     runner.check_distinct(plans)
     spark_session.jit_options()  # a bad MATERIALIZERS_DRIVER_JIT fails here, before any checkpoint
+    spark_session.require_master(plans[0].config.master)
     for plan in plans:  # every check before anything is written
         for view in plan.views():  # built (and checked against the protocol) here, then checked
             view.check()

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import socket
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -203,6 +204,26 @@ def jit_options(environ: Mapping[str, str] | None = None) -> str:
             "and small batches) or full (C2 too: faster long backfills in local mode)"
         )
     return DRIVER_JIT[chosen]
+
+
+def require_master(master: str, timeout_s: float = 5.0) -> None:
+    """A standalone master (`spark://h:p`, or `spark://h1:p1,h2:p2` with standby masters) that answers
+    on none of its addresses is refused here, before a checkpoint is claimed: Spark itself would try
+    for a minute and leave a half-started driver."""
+    if not master.startswith("spark://"):
+        return
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.strip().rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout_s):
+                return
+        except (OSError, ValueError):
+            continue
+    raise MaterializerError(
+        f"the Spark master {master} does not answer (from --master, MATERIALIZERS_MASTER or SPARK_MASTER_URL): "
+        "start it, or point the setting at a running master (local[*] runs Spark inside the driver); "
+        "nothing was started or written"
+    )
 
 
 def build(master: str = "local[*]", app_name: str = "materializers") -> SparkSession:

@@ -183,7 +183,14 @@ def fetch_debezium(arts: Artifacts) -> None:
     _build_atomically(arts.debezium_plugins.parent, lambda d: _fetch_archive(coord, d / "plugins"))
 
 
-CONNECT_PLUGIN_SOURCES = REPO_ROOT / "connect-plugins" / "oversize-router"
+def _connect_plugin_sources() -> Path:
+    """The plugin's sources in the checkout, else the copy an installed toolkit carries
+    (package `devstack.oversize_router`, mapped to the same folder by pyproject.toml)."""
+    checkout = REPO_ROOT / "connect-plugins" / "oversize-router"
+    return checkout if checkout.is_dir() else Path(__file__).with_name("oversize_router")
+
+
+CONNECT_PLUGIN_SOURCES = _connect_plugin_sources()
 
 
 def _sources_digest(root: Path, *salt: str, only: Path | None = None) -> str:

@@ -145,11 +145,14 @@ def open_stack(
         with _container_handle() as handle:
             yield handle
         return
+    # A stack with some services already running (one crashed, or a worker whose environment is
+    # stale) is completed, not taken over: only a stack this call started from nothing is stopped.
+    was_running = bool(stack.running_services(config))
     stack.up(config)
     try:
-        yield _local_handle(config, "local (started)")
+        yield _local_handle(config, "local (completed)" if was_running else "local (started)")
     finally:
-        if not keep_started:
+        if not keep_started and not was_running:
             stack.down(config)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -131,4 +132,17 @@ def test_views_the_materializer_does_not_have(
     topic = topics("mat-bad")
     assert main(["start", "orders", "--topic", topic, "--views", "cache,search"]) == 2
     assert "has no view 'search'; its views: cache, warehouse" in capsys.readouterr().err
+    assert nothing_written(cli_env)
+
+
+def test_a_spark_master_that_does_not_answer(
+    cli_env: Path, topics: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topic = topics("mat-bad")
+    with socket.socket() as closed:  # a port nobody listens on: bound, never listening
+        closed.bind(("127.0.0.1", 0))
+        master = f"spark://127.0.0.1:{closed.getsockname()[1]}"
+        assert main(["start", "products", "--topic", topic, "--master", master, "--from", "earliest"]) == 2
+    err = capsys.readouterr().err
+    assert f"the Spark master {master} does not answer" in err and "SPARK_MASTER_URL" in err
     assert nothing_written(cli_env)

@@ -11,6 +11,7 @@ from devstack import processes, stack
 from devstack.config import StackConfig
 from devstack.containers import docker_engine_available
 from devstack.errors import ServiceNotReady
+from devstack.session import StackChoice, open_stack
 
 pytestmark = [
     pytest.mark.integration,
@@ -43,6 +44,12 @@ def test_failed_start_leaves_nothing_then_up_crash_recover_down(tmp_path: Path) 
         again = stack.up(config)
         assert set(again.ready_seconds) == {"redis"}, "only the crashed service is started again"
         assert {s.name: s.port for s in stack.status(config)} == ports, "ports survive a restart"
+
+        stack.kill(config, "redis")  # a session opened over a stack with a service down completes it...
+        with open_stack(config, choice=StackChoice(backend="local")) as handle:
+            assert handle.backend == "local (completed)"
+            assert all(s.ready for s in stack.status(config))
+        assert all(s.ready for s in stack.status(config)), "...and leaves it running: it did not start it"
     finally:
         stack.down(config)
     assert processes.pids_mentioning(str(state)) == []
