@@ -45,14 +45,32 @@ _FAILOVER = frozenset(
 )
 
 
-def transient(exc: KafkaException) -> bool:
+# A partition whose leader is moving or not yet known (a topic created a moment ago): answered once the
+# metadata catches up. Unlike `_FAILOVER`, no error that an absent cluster gives too.
+_LEADER_MOVING = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError._DESTROY_BROKER,
+        KafkaError._UNKNOWN_PARTITION,
+    }
+)
+LEADER_MOVE_S = 30.0
+
+
+def transient(exc: KafkaException, codes: frozenset[int] = _FAILOVER) -> bool:
     """A failure a broker's loss causes and a retry outlives (not a fatal, auth or config error)."""
     err = exc.args[0] if exc.args else None
-    return isinstance(err, KafkaError) and not err.fatal() and (err.retriable() or err.code() in _FAILOVER)
+    return isinstance(err, KafkaError) and not err.fatal() and (err.retriable() or err.code() in codes)
 
 
 def until_failover_ends(
-    fn: Callable[[], T], *, what: str, deadline_s: float, on_retry: Callable[[], None]
+    fn: Callable[[], T],
+    *,
+    what: str,
+    deadline_s: float,
+    on_retry: Callable[[], None],
+    codes: frozenset[int] = _FAILOVER,
 ) -> T:
     """`fn()`, tried again (after `on_retry`) while it fails transiently, for up to `deadline_s`: the time
     a leader election takes. A non-transient error, or one that outlasts the deadline, is raised."""
@@ -62,7 +80,7 @@ def until_failover_ends(
         try:
             return fn()
         except KafkaException as exc:
-            if not transient(exc) or time.monotonic() + pause > deadline:
+            if not transient(exc, codes) or time.monotonic() + pause > deadline:
                 raise
             log.warning(
                 "%s failed (%s); trying again in %.1fs (a broker failover?)", what, exc.args[0], pause
@@ -97,7 +115,17 @@ def take(consumer: Consumer, limit: int, timeout: float) -> list[Message]:
 
 
 def end_offsets(consumer: Consumer, topic: str, partition: int, timeout: float = 10.0) -> tuple[int, int]:
-    lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout, cached=False)
+    """The partition's low and high watermarks; asked again while its leader moves (a new topic's first
+    moments, a broker's failover)."""
+    lo, hi = until_failover_ends(
+        lambda: consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=timeout, cached=False
+        ),
+        what=f"reading the end offsets of {topic}[{partition}]",
+        deadline_s=LEADER_MOVE_S,
+        on_retry=lambda: None,
+        codes=_LEADER_MOVING,
+    )
     return int(lo), int(hi)
 
 

@@ -1,18 +1,25 @@
 """The public API and the pytest plugin proven from the outside: the toolkit's wheel and the example
 project (examples/inventory: its own aggregate, its own materializer with a view of its own, and their
 tests) installed into a fresh virtualenv, the example's tests run there against this session's stack
-as an `external` one, with no source tree on the path."""
+as an `external` one, with no source tree on the path; then the wheel's console scripts from there:
+`devstack up`, `eventstore` init/processor/execute/read and `cdc validate`. (`materializers start`
+from the wheel runs in the example's own tests, and on the Spark workers in tests/cluster.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
+from devstack.config import StackConfig
 from devstack.session import StackHandle
 
 pytestmark = pytest.mark.integration
@@ -53,3 +60,44 @@ def test_the_example_project_passes_its_tests_from_installed_wheels(
     located = run([str(venv / "bin" / "python"), "-c", "import eventstore, inventory; print(eventstore.__file__, inventory.__file__)"],
                   cwd=tmp_path, env=env, timeout=60)  # fmt: skip
     assert str(ROOT) not in located and str(venv) in located  # both from the virtualenv's site-packages
+    # The console scripts from the same installed wheel, run outside any checkout: the dev stack's
+    # `up` (this session's stack, found by its state dir: every service answers, nothing restarts),
+    # an event store initialised, written and read through `eventstore`, a spec checked by `cdc`.
+    bin_ = venv / "bin"
+    up = run([str(bin_ / "devstack"), "up"], cwd=tmp_path, env=env | {"STACK_DIR": str(StackConfig.from_env().state_dir)},
+             timeout=300)  # fmt: skip
+    assert f"KAFKA_BOOTSTRAP_SERVERS={toolkit_stack.endpoints.kafka_bootstrap_servers}" in up
+    store = [
+        "--name",
+        f"wheel-{uuid.uuid4().hex[:8]}",
+        "--aggregate",
+        "inventory.stock:STOCK",
+        "--partitions",
+        "1",
+    ]
+    run([str(bin_ / "eventstore"), "init", *store], cwd=tmp_path, env=env, timeout=120)
+    processor = subprocess.Popen([str(bin_ / "eventstore"), "processor", *store, "--max-idle", "60"], cwd=tmp_path,
+                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        run([str(bin_ / "eventstore"), "execute", *store, "--command", "stock.receive", "--data",
+             '{"sku": "W1", "quantity": 3}'], cwd=tmp_path, env=env, timeout=180)  # fmt: skip
+        read = run([str(bin_ / "eventstore"), "read", *store, "--json", "stock-W1"], cwd=tmp_path, env=env,
+                   timeout=120)  # fmt: skip
+    finally:
+        processor.kill()
+    (event,) = [json.loads(line) for line in read.splitlines() if line.strip()]
+    assert event["version"] == 1 and event["data"]["quantity"] == 3, event
+    table = f"public.wheel_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(toolkit_stack.endpoints.pg_dsn, autocommit=True) as pg:
+        pg.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")  # type: ignore[arg-type]
+    try:
+        db = conninfo_to_dict(toolkit_stack.endpoints.pg_dsn)
+        spec = {"name": f"wheel-{uuid.uuid4().hex[:8]}", "topic_prefix": "wheel", "tables": [table],
+                "database": {"hostname": db["host"], "port": int(db["port"]), "user": db["user"], "dbname": db["dbname"]}}  # fmt: skip
+        (tmp_path / "spec.json").write_text(json.dumps(spec))
+        checked = run([str(bin_ / "cdc"), "validate", "--json", str(tmp_path / "spec.json")], cwd=tmp_path, env=env,
+                      timeout=120)  # fmt: skip
+        assert json.loads(checked)["valid"] is True, checked
+    finally:
+        with psycopg.connect(toolkit_stack.endpoints.pg_dsn, autocommit=True) as pg:
+            pg.execute(f"DROP TABLE {table}")  # type: ignore[arg-type]

@@ -48,3 +48,10 @@ def test_a_failover_that_outlasts_the_deadline_is_raised() -> None:
     with pytest.raises(KafkaException):
         until_failover_ends(fn, what="rebuild", deadline_s=0.5, on_retry=lambda: None)
     assert 2 <= len(calls) < 5
+
+
+def test_end_offsets_wait_for_a_moving_leader_but_not_for_an_absent_cluster() -> None:
+    from eventstore.kafkaio import _LEADER_MOVING
+
+    assert transient(KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION)), _LEADER_MOVING)
+    assert not transient(KafkaException(KafkaError(KafkaError._ALL_BROKERS_DOWN)), _LEADER_MOVING)
