@@ -32,8 +32,9 @@ from materializers import (
 )
 from materializers.catalog import ENTRY_POINT_GROUP, available, lookup
 from materializers.config import OPENSEARCH_URL, SEARCH_BACKENDS, SMALL_BATCH_ROWS, RunConfig
-from materializers.errors import ConflictingJobs, JobNotRunning, UnknownView
+from materializers.errors import BadAggregate, ConflictingJobs, JobNotRunning, UnknownView
 from materializers.job import topic_partitions
+from materializers.spec import Materializer
 from materializers.verify import verify
 
 log = logging.getLogger("materializers")
@@ -239,8 +240,20 @@ def _stop(args: argparse.Namespace) -> int:
     return 1 if alive else 0
 
 
+def _latest_state(name: str, command: str) -> Materializer:
+    """`lookup`, refusing an aggregate view: `command` knows the latest-state views only."""
+    spec = lookup(name)
+    if spec.aggregate is not None:
+        raise BadAggregate(
+            f"`materializers {command}` does not handle aggregate views yet ({name!r}); to rebuild one, stop "
+            f"it, delete its checkpoint and table under its job directory and `materializers start {name} "
+            "--from earliest`"
+        )
+    return spec
+
+
 def _snapshot(args: argparse.Namespace) -> int:
-    plan = generations.resolve(lookup(args.name), _config(args))
+    plan = generations.resolve(_latest_state(args.name, "snapshot"), _config(args))
     if args.list:
         for snap_id in snapshots.listing(plan.job_dir):
             print(snap_id)
@@ -253,7 +266,7 @@ def _snapshot(args: argparse.Namespace) -> int:
 
 
 def _restore(args: argparse.Namespace) -> int:
-    plan = generations.resolve(lookup(args.name), _config(args))
+    plan = generations.resolve(_latest_state(args.name, "restore"), _config(args))
     where, manifest = snapshots.check_restorable(plan, args.snapshot)  # every check before a change
     snapshots.restore(plan, where, manifest)
     print(
@@ -264,7 +277,7 @@ def _restore(args: argparse.Namespace) -> int:
 
 
 def _rebuild(args: argparse.Namespace) -> int:
-    spec, config = lookup(args.name), _config(args)
+    spec, config = _latest_state(args.name, "rebuild"), _config(args)
     begin: StartPosition = (
         parse_timestamp(args.from_timestamp) if args.from_timestamp else parse_start(args.start)
     )
@@ -300,6 +313,7 @@ def _list(_args: argparse.Namespace) -> int:
                 else []
             ),
             *[f"{_view_name(v)} (own)" for v in spec.views],
+            *(["aggregate (delta)"] if spec.aggregate is not None else []),
         ]
         print(f"{spec.name:10} {spec.kind:6} {spec.default_topic:28} {', '.join(views):52} {known.origin}")
     return 0
@@ -312,7 +326,7 @@ def _view_name(source: object) -> str:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    plan = generations.resolve(lookup(args.name), _config(args))
+    plan = generations.resolve(_latest_state(args.name, "verify"), _config(args))
     differences = verify(plan)
     for diff in differences:
         print(diff)
@@ -322,7 +336,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _search(args: argparse.Namespace) -> int:
     """The live generation's search view answers: Tantivy's index or OpenSearch's alias."""
-    plan = generations.resolve(lookup(args.name), _config(args))
+    plan = generations.resolve(_latest_state(args.name, "search"), _config(args))
     tantivy, remote = plan.search(), plan.opensearch()
     if remote is not None:
         remote.check()

@@ -70,3 +70,27 @@ class BadView(MaterializerError):
 
 class UnknownView(MaterializerError):
     """`--views` names a view the materializer does not have."""
+
+
+class BadAggregate(MaterializerError):
+    """An aggregate view's definition cannot run; the subclasses name the field at fault."""
+
+
+class UnknownColumn(BadAggregate):
+    """An aggregate names a column (group key, aggregated field, event time) its source does not have."""
+
+
+class BadWindow(BadAggregate):
+    """A window, slide or allowed lateness that is not a positive duration, or a slide larger than the size."""
+
+
+class BadAggregation(BadAggregate):
+    """No group keys or aggregations, sum/min/max over a non-numeric field, or two outputs sharing a name."""
+
+
+class LatePolicyNotSupported(BadAggregate):
+    """A late-data policy this version does not implement (only `drop`)."""
+
+
+class StateIncompatible(MaterializerError):
+    """A checkpoint's (or aggregate table's) state was built by another definition of the aggregate."""

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 log = logging.getLogger(__name__)
 IDENTITY_FILE = "job.json"
@@ -228,32 +229,13 @@ class Job:
             ViewUnavailable, SourceUnavailable, CheckpointMismatch: as `prepare`.
         """
         self.prepare()
-        start = pinned_start(self.plan) or start
-        bootstrap = self.plan.config.endpoints.kafka_bootstrap_servers
-        options = positions.spark_start_options(
-            start, {self.plan.topic: topic_partitions(bootstrap, self.plan.topic)}
-        )
-        reader = (
-            self.spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", self.plan.topic)
-            .option("includeHeaders", "true")
-            .options(**SOURCE_FETCH, **options)
-        )
-        if self.plan.config.max_offsets_per_trigger:
-            reader = reader.option("maxOffsetsPerTrigger", str(self.plan.config.max_offsets_per_trigger))
         writer = (
-            reader.load()
+            source_stream(self.spark, self.plan, pinned_start(self.plan) or start)
             .writeStream.queryName(f"{self.plan.spec.name}-{self.app_id[-8:]}")
             .option("checkpointLocation", str(self.plan.checkpoint))
             .foreachBatch(self.process_batch)
         )
-        writer = (
-            writer.trigger(availableNow=True)
-            if available_now
-            else writer.trigger(processingTime=self.plan.config.trigger)
-        )
-        return writer.start()
+        return triggered(writer, self.plan, available_now).start()
 
     # --- one micro-batch ---------------------------------------------------------------------------
 
@@ -511,6 +493,29 @@ class Job:
         from materializers import runner
 
         return runner.run([self], start, available_now=available_now)
+
+
+def source_stream(spark: SparkSession, plan: JobPlan, start: StartPosition) -> DataFrame:
+    """The plan's topic as a streaming frame from `start` (a checkpoint that committed resumes instead)."""
+    bootstrap = plan.config.endpoints.kafka_bootstrap_servers
+    options = positions.spark_start_options(start, {plan.topic: topic_partitions(bootstrap, plan.topic)})
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", plan.topic)
+        .option("includeHeaders", "true")
+        .options(**SOURCE_FETCH, **options)
+    )
+    if plan.config.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(plan.config.max_offsets_per_trigger))
+    return reader.load()
+
+
+def triggered(writer: DataStreamWriter, plan: JobPlan, available_now: bool) -> DataStreamWriter:
+    """`writer` with the run's trigger: what the topic holds now, or a batch every `RunConfig.trigger`."""
+    if available_now:
+        return writer.trigger(availableNow=True)
+    return writer.trigger(processingTime=plan.config.trigger)
 
 
 def refused_schema_ids(batch: DataFrame, rejects: Sequence[Reject]) -> list[int]:

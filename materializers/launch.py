@@ -13,10 +13,10 @@ import time
 from collections.abc import Sequence
 
 from kafkakit.positions import StartPosition, parse_start
-from materializers import generations, positions, runner, spark_session, timeline
+from materializers import aggregate_job, generations, positions, runner, spark_session, timeline
 from materializers.catalog import lookup
 from materializers.config import RunConfig
-from materializers.job import Job, claim_checkpoint, topic_partitions
+from materializers.job import claim_checkpoint, topic_partitions
 from materializers.plan import JobPlan
 from materializers.spec import Materializer
 
@@ -47,6 +47,8 @@ def start_plans(plans: Sequence[JobPlan], begin: StartPosition, *, available_now
             view.check()
         partitions = topic_partitions(plan.config.endpoints.kafka_bootstrap_servers, plan.topic)
         positions.spark_start_options(begin, {plan.topic: partitions})  # a bad position fails here
+        if plan.spec.aggregate is not None:  # state built by another definition: refused here
+            aggregate_job.check_state(plan)
     for plan in plans:
         claim_checkpoint(plan)
     names = "+".join(plan.spec.name for plan in plans)
@@ -57,4 +59,6 @@ def start_plans(plans: Sequence[JobPlan], begin: StartPosition, *, available_now
     ]
     for plan in plans:
         timeline.append(plan.job_dir, started)
-    return runner.run([Job(spark, plan) for plan in plans], begin, available_now=available_now)
+    return runner.run(
+        [aggregate_job.job_for(spark, plan) for plan in plans], begin, available_now=available_now
+    )

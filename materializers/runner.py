@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from kafkakit.positions import StartPosition
 from kafkakit.secrets import masked
 from materializers import lifecycle, status, timeline
+from materializers.aggregate_job import AggregateJob
 from materializers.errors import ConflictingJobs
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def check_distinct(plans: Sequence[JobPlan]) -> None:
 
 @dataclass(slots=True)
 class _Running:
-    job: Job
+    job: Job | AggregateJob
     status: status.JobStatus
     query: StreamingQuery | None = None
     done: bool = False
@@ -74,7 +75,7 @@ class _Running:
     seen: object = None  # the timestamp of the last progress polled
 
 
-def run(jobs: Sequence[Job], start: StartPosition, *, available_now: bool = False) -> int:
+def run(jobs: Sequence[Job | AggregateJob], start: StartPosition, *, available_now: bool = False) -> int:
     """Start every job's query and drive them until each has stopped; 0 clean, 1 if any failed."""
     stopping: list[int] = []
     if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
@@ -92,7 +93,7 @@ def run(jobs: Sequence[Job], start: StartPosition, *, available_now: bool = Fals
     return 1 if any(r.status.state == "failed" for r in running) else 0
 
 
-def _begin(job: Job, start: StartPosition, available_now: bool) -> _Running:
+def _begin(job: Job | AggregateJob, start: StartPosition, available_now: bool) -> _Running:
     plan = job.plan
     current = status.JobStatus(
         name=plan.spec.name,
@@ -161,6 +162,8 @@ def _publish(r: _Running, progress: dict[str, Any] | None) -> status.JobStatus:
     if progress:
         _record_batches(r, progress)
     updated = status.from_progress(r.status, progress) if progress else r.status
+    if isinstance(r.job, AggregateJob):  # its late/refused totals, folded from every batch's progress
+        updated = r.job.counted(updated, r.query)
     updated = replace(updated, dead_letters=r.job.dead_letters, updated_at=time.time())
     status.write(r.job.plan.job_dir, updated)
     return updated

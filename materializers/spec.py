@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from materializers.aggregate import AggregateView
     from materializers.avro_events import WriterSchemas
     from materializers.plan import JobPlan
     from materializers.view import View
@@ -46,7 +47,7 @@ class Materializer:
     """
 
     name: str
-    kind: Literal["cdc", "events"]
+    kind: Literal["cdc", "events", "aggregate"]
     default_topic: str
     default_table: str
     data_ddl: str
@@ -59,6 +60,7 @@ class Materializer:
     key_column: str = "id"
     event_types: tuple[str, ...] = ()
     fold: EventFold | None = None
+    aggregate: AggregateView | None = None  # kind "aggregate": run by aggregate_job (aggregate.materializer)
 
     @property
     def data_columns(self) -> tuple[str, ...]:

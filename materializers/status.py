@@ -33,6 +33,11 @@ class JobStatus:
     processed_rows_per_second: float = 0.0
     last_batch_ms: int = 0
     dead_letters: int = 0
+    # Aggregate views (aggregate_job.py): late (window, group) rows Spark dropped behind the watermark
+    # (`numRowsDroppedByWatermark`: late records of one window and group in a batch count once), and
+    # records refused (undecodable, no event time, too far ahead).
+    late_dropped: int = 0
+    refused: int = 0
     last_error: str = ""
     updated_at: float = 0.0
 
@@ -96,6 +101,7 @@ COLUMNS = (  # title, field, alignment+width, number format
     ("OUT/S", "processed_rows_per_second", ">8", ".1f"),
     ("LAST MS", "last_batch_ms", ">8", ""),
     ("DLQ", "dead_letters", ">5", ""),
+    ("LATE", "late_dropped", ">6", ""),  # aggregate views: late (window, group) rows Spark dropped
 )
 
 
@@ -105,7 +111,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = [header]
     for row in rows:
         cells = " ".join(
-            f"{'-' if row[key] is None else row[key]:{width}{fmt}}" for _title, key, width, fmt in COLUMNS
+            f"{'-' if row.get(key) is None else row[key]:{width}{fmt}}" for _title, key, width, fmt in COLUMNS
         )
         error = " ".join(str(row.get("last_error", "")).split())[:60]
         lines.append(f"{cells}  {error}")

@@ -186,6 +186,7 @@ def test_entry_points_are_found_and_listed_with_their_origin(
         ("mine", f"entry point {user_module}:GOOD (user-mats)"),
         ("orders", "entry point shop.orders:ORDERS (kafka-toolkit-shop)"),
         ("products", "entry point shop.products:PRODUCTS (kafka-toolkit-shop)"),
+        ("sku_per_minute", "entry point shop.sku_per_minute:SKU_PER_MINUTE (kafka-toolkit-shop)"),
     ]
 
 

@@ -1,0 +1,339 @@
+"""Run an aggregate view (aggregate.py) as ONE stateful Structured Streaming query into a Delta table.
+
+Kafka source -> the source's event types -> Avro decoded in the JVM (avro_events.decode, one
+`from_avro` per writer schema id) -> event time -> `withWatermark(event time, allowed_lateness)` ->
+`groupBy(window(...), *group_by).agg(...)` on Spark's own state store (kept in the checkpoint) ->
+`outputMode("update")` -> foreachBatch: MERGE of the updated windows into the Delta table.
+
+Commit order of a micro-batch (what makes a re-run change nothing):
+1. Spark plans the offsets and writes them to the checkpoint's offset log;
+2. the aggregation updates its state store (a new version per batch, in the checkpoint);
+3. foreachBatch: the updated rows (absolute values per window and group, not increments) are
+   persisted, then MERGEd into the table keyed by (window_start, window_end, *group_by) under the
+   session confs txnAppId = the checkpoint's app id (job.json), txnVersion = the batch id: Delta skips
+   a batch it already committed, and upserting absolute values is idempotent besides;
+4. Spark commits the batch. A crash before 4 re-runs the batch from the same offsets and state version.
+
+Assumptions and limits (this milestone):
+- Writer schemas are fixed when the query starts: every version of the registry subjects
+  `<topic>-*` (the event store's TopicRecordNameStrategy) and every id seen on the topic (one scan at
+  start). A record of a schema registered later is refused until the job restarts.
+- Refused records (undecodable, unknown schema id, no event time, an event time more than
+  `max_ahead` past the batch's time) are counted in the status
+  (`refused`), not dead-lettered: the aggregation has one sink, and a second query for dead letters
+  is left for a later milestone. Records of event types the view does not read are skipped, uncounted.
+- Late records: Spark's `numRowsDroppedByWatermark` per batch, summed in the status (`late_dropped`).
+  Spark counts aggregated rows, not records: late records of one window and group in one batch count
+  once (checked on Spark 4.2). Spark drops input by the watermark of the batch before (and evicts
+  by the current one): a record is late when its window ended at or before the watermark that was
+  in force when the previous batch started.
+- The state fingerprint (aggregate.fingerprint) is stored in the checkpoint (`aggregate.json`) and in
+  the table's properties; a start with another definition is refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from kafkakit.positions import StartPosition
+from materializers import avro_events, checkpoint, event_shape, failpoints, lifecycle, status
+from materializers.aggregate import (
+    ENVELOPE_TIME,
+    KAFKA_TIME,
+    OBSERVED,
+    WINDOW_COLUMNS,
+    AggregateView,
+    batch_counts,
+    check_compatible,
+    duration_ms,
+    fingerprint,
+    spark_interval,
+    state_record,
+)
+from materializers.avro_events import WriterSchemas
+from materializers.errors import BadAggregate, SourceUnavailable
+from materializers.job import Job, claim_checkpoint, source_stream, topic_partitions, triggered
+from materializers.plan import JobPlan
+from materializers.timeline import StepClock
+from materializers.views.delta_warehouse import TXN_APP_ID, TXN_VERSION
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+log = logging.getLogger(__name__)
+STATE_FILE = "aggregate.json"  # beside job.json in the checkpoint
+TABLE_DIR = "aggregate"  # the Delta table, in the plan's view directory
+FINGERPRINT_PROPERTY = "kafkatoolkit.aggregate.fingerprint"
+# The event store's envelope time header (eventstore/serde.py H_TIMESTAMP), epoch milliseconds.
+ENVELOPE_TIME_HEADER = "timestamp"
+EVENT_TIME = "_event_time"
+
+
+def job_for(spark: SparkSession, plan: JobPlan) -> Job | AggregateJob:
+    """The job that runs `plan`: an AggregateJob for an aggregate view, else a Job."""
+    return AggregateJob(spark, plan) if plan.spec.aggregate is not None else Job(spark, plan)
+
+
+def table_path(plan: JobPlan) -> Path:
+    return plan.view_dir / TABLE_DIR
+
+
+def view_of(plan: JobPlan) -> AggregateView:
+    if plan.spec.aggregate is None:
+        raise BadAggregate(f"materializer {plan.spec.name!r} is not an aggregate view")
+    return plan.spec.aggregate
+
+
+def check_state(plan: JobPlan) -> None:
+    """Refuse a checkpoint or table whose state another definition built (files only, no Spark):
+    StateIncompatible, naming what changed and how to start over."""
+    view = view_of(plan)
+    fix = (
+        f"keep the old definition, or start over: delete the checkpoint {plan.checkpoint} and the table "
+        f"{table_path(plan)} (or run under a new --home) and start with --from earliest, which rebuilds "
+        "the table from offset 0 with the new definition"
+    )
+    stored_file = plan.checkpoint / STATE_FILE
+    stored = json.loads(stored_file.read_text()) if stored_file.is_file() else None
+    check_compatible(view, stored, f"checkpoint {plan.checkpoint}", fix)
+    table = _table_fingerprint(table_path(plan))
+    if table is not None:
+        check_compatible(view, {"fingerprint": table}, f"table {table_path(plan)}", fix)
+
+
+def _table_fingerprint(path: Path) -> str | None:
+    """The fingerprint property of the Delta table at `path` (None: no table yet), read without Spark."""
+    if not (path / "_delta_log").is_dir():
+        return None
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(path)).metadata().configuration.get(FINGERPRINT_PROPERTY, "")
+
+
+class AggregateJob:
+    """The imperative shell of one aggregate view: checks, the streaming query, the MERGE per batch,
+    and the late/refused totals the runner publishes (`counted`). Same surface as `Job` for the
+    runner: `plan`, `start`, `app_id`, `dead_letters`, `clock`."""
+
+    def __init__(self, spark: SparkSession, plan: JobPlan) -> None:
+        self.spark = spark
+        self.plan = plan
+        self.view = view_of(plan)
+        self.schemas = WriterSchemas(plan.config.endpoints.schema_registry_url)
+        self.app_id = ""
+        self.dead_letters = 0  # none in this milestone: refused records are counted (`refused`)
+        self.clock = StepClock()
+        self.late_dropped = 0
+        self.refused = 0
+        self._accounted = -1  # the last batch id folded into the totals
+        # Read now: the runner replaces the status with a fresh one before it calls `start`.
+        self._previous = status.read(plan.job_dir)
+
+    # --- start -----------------------------------------------------------------------------------
+
+    def start(self, start: StartPosition, *, available_now: bool = False) -> StreamingQuery:
+        """Check, build the query (Spark analyses it: a bad derived column fails here), claim the
+        checkpoint, create the table, start. Nothing is written before the last check passed."""
+        bootstrap = self.plan.config.endpoints.kafka_bootstrap_servers
+        topic_partitions(bootstrap, self.plan.topic)
+        check_state(self.plan)
+        self._learn_schemas(bootstrap)
+        raw = source_stream(self.spark, self.plan, start)
+        aggregated = aggregate(raw, self.view, self.schemas.trusting_cache())
+        self.app_id = claim_checkpoint(self.plan)
+        self._resume_totals()
+        state_file = self.plan.checkpoint / STATE_FILE
+        if not state_file.is_file():
+            state_file.write_text(json.dumps(state_record(self.view), sort_keys=True))
+        self._ensure_table()
+        writer = (
+            aggregated.writeStream.queryName(f"{self.plan.spec.name}-{self.app_id[-8:]}")
+            .outputMode("update")
+            .option("checkpointLocation", str(self.plan.checkpoint))
+            .foreachBatch(self.process_batch)
+        )
+        return triggered(writer, self.plan, available_now).start()
+
+    def _learn_schemas(self, bootstrap: str) -> None:
+        """Every writer schema the query may meet (module docstring): fixed for the query's life."""
+        ids = set(_subject_ids(self.schemas.url, self.plan.topic)) | set(self._topic_ids(bootstrap))
+        for sid in sorted(ids):
+            self.schemas.get(sid)
+        log.info("aggregate %s decodes writer schema ids %s", self.view.name, sorted(self.schemas.known()))
+
+    def _topic_ids(self, bootstrap: str) -> list[int]:
+        """The schema ids of the view's event types on the topic now (a batch read of the whole topic)."""
+        records = (
+            self.spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", self.plan.topic)
+            .option("includeHeaders", "true")
+            .load()
+        )
+        found = (
+            records.where(event_shape.event_type().isin(*self.view.source.event_types))
+            .where(event_shape.has_wire_header())
+            .select(event_shape.schema_id().alias("sid"))
+            .distinct()
+        )
+        return [int(r["sid"]) for r in found.collect() if r["sid"] is not None]
+
+    def _resume_totals(self) -> None:
+        """The totals the last driver of this checkpoint published (a new checkpoint starts at 0)."""
+        last = self._previous
+        if last is not None and last.app_id == self.app_id:
+            self.late_dropped, self.refused = last.late_dropped, last.refused
+        # Batches up to the last committed one were counted by the driver that ran them (a driver
+        # killed between a commit and its next status write loses that batch's counts).
+        self._accounted = max(checkpoint.batch_ids(self.plan.checkpoint / "commits"), default=-1)
+
+    def _ensure_table(self) -> None:
+        path = table_path(self.plan)
+        if (path / "_delta_log").is_dir():
+            return
+        self.spark.sql(
+            f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({self.view.output_ddl()}) USING DELTA "
+            f"TBLPROPERTIES ('{FINGERPRINT_PROPERTY}' = '{fingerprint(self.view)}')"
+        )
+
+    # --- one micro-batch -------------------------------------------------------------------------
+
+    def process_batch(self, batch: DataFrame, batch_id: int) -> None:
+        """Step 3 of the module docstring: the batch's updated windows MERGEd, once per batch id."""
+        from delta.tables import DeltaTable
+
+        keys = [*WINDOW_COLUMNS, *self.view.group_by]
+        updated = batch.persist()  # computed once: MERGE may read its source twice
+        try:
+            with self.clock.timed(batch_id, "merge"):
+                if updated.isEmpty():
+                    return
+                spark = updated.sparkSession  # the query's own session: the confs reach no other query
+                spark.conf.set(TXN_APP_ID, self.app_id)
+                spark.conf.set(TXN_VERSION, str(batch_id))
+                try:
+                    (
+                        DeltaTable.forPath(spark, str(table_path(self.plan)))
+                        .alias("t")
+                        .merge(updated.alias("s"), " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys))
+                        .whenMatchedUpdateAll()
+                        .whenNotMatchedInsertAll()
+                        .execute()
+                    )
+                finally:
+                    spark.conf.unset(TXN_APP_ID)
+                    spark.conf.unset(TXN_VERSION)
+            # Test hook: a kill -9 here leaves the MERGE committed and the batch not (step 3 of 4).
+            failpoints.hold(
+                self.plan.config.failpoint,
+                "after-merge",
+                str(batch_id),
+                lifecycle.stop_file(self.plan.job_dir),
+            )
+        finally:
+            updated.unpersist()
+
+    # --- status ----------------------------------------------------------------------------------
+
+    def counted(self, current: status.JobStatus, query: StreamingQuery | None) -> status.JobStatus:
+        """`current` with the totals, after folding in the batches run since the last call."""
+        last = query.lastProgress if query is not None else None
+        if query is not None and last and int(last.get("batchId", -1)) > self._accounted:
+            for progress in sorted(query.recentProgress, key=lambda p: int(p.get("batchId", -1))):
+                batch = int(progress.get("batchId", -1))
+                if batch > self._accounted and "addBatch" in progress.get("durationMs", {}):
+                    dropped, refused = batch_counts(progress)
+                    self.late_dropped += dropped
+                    self.refused += refused
+                    self._accounted = batch
+        return replace(current, late_dropped=self.late_dropped, refused=self.refused)
+
+
+def aggregate(raw: DataFrame, view: AggregateView, schemas: WriterSchemas) -> DataFrame:
+    """The streaming plan from raw Kafka rows to the aggregate's rows (window_start, window_end,
+    *group_by, *aggregations); refused records counted under the observation `OBSERVED`."""
+    from pyspark.sql import functions as F
+
+    types = view.source.event_types
+    # Other event types are not this view's business: skipped before decoding, not refused.
+    mine = raw.where(event_shape.event_type().isNull() | event_shape.event_type().isin(*types))
+    if view.event_time == ENVELOPE_TIME:  # decode passes the record's `timestamp` on as event_ts
+        envelope_ms = event_shape.header(ENVELOPE_TIME_HEADER).cast("long")
+        mine = mine.withColumn("timestamp", F.timestamp_millis(envelope_ms))
+    decoded = avro_events.decode(mine, schemas=schemas, wanted=dict(view.source.fields), event_types=types)
+    for derived in view.derived:
+        decoded = decoded.withColumn(derived.name, F.expr(derived.sql).cast(derived.type))
+    decoded = decoded.withColumn(EVENT_TIME, _event_time(view, decoded))
+    # A time far ahead would move the watermark past every real record: refused, judged against the
+    # batch's own timestamp (logged with its offsets, so a re-run batch judges alike).
+    ahead = F.current_timestamp() + F.expr(
+        f"INTERVAL {duration_ms(view.max_ahead, 'max_ahead')} MILLISECONDS"
+    )
+    refused = F.col("error").isNotNull() | F.col(EVENT_TIME).isNull() | (F.col(EVENT_TIME) > ahead)
+    observed = decoded.observe(
+        OBSERVED, F.count(F.lit(1)).alias("records"), F.sum(F.when(refused, 1).otherwise(0)).alias("refused")
+    )
+    size = spark_interval(duration_ms(view.window, "window"))
+    slide = spark_interval(duration_ms(view.slide, "slide")) if view.slide else None
+    grouped = (
+        observed.where(~refused)
+        .withWatermark(EVENT_TIME, spark_interval(duration_ms(view.allowed_lateness, "allowed_lateness")))
+        .groupBy(F.window(EVENT_TIME, size, slide), *[F.col(f"`{g}`") for g in view.group_by])
+        .agg(*[_aggregation(a.op, a.column).alias(a.output) for a in view.aggregations])
+    )
+    return grouped.select(
+        F.col("window.start").alias("window_start"),
+        F.col("window.end").alias("window_end"),
+        *[F.col(f"`{g}`") for g in view.group_by],
+        *[F.col(f"`{a.output}`") for a in view.aggregations],
+    )
+
+
+def _event_time(view: AggregateView, decoded: DataFrame) -> Column:
+    from pyspark.sql import functions as F
+
+    if view.event_time in (ENVELOPE_TIME, KAFKA_TIME):
+        return F.col("event_ts")
+    given = F.col(f"`{view.event_time}`")
+    kind = dict(decoded.dtypes)[view.event_time]
+    return F.timestamp_millis(given) if kind in ("bigint", "int") else given.cast("timestamp")
+
+
+def _aggregation(op: str, column: str) -> Column:
+    from pyspark.sql import functions as F
+
+    if op == "count":
+        return F.count(F.lit(1))
+    given = F.col(f"`{column}`")
+    if op == "approx_count_distinct":
+        return F.approx_count_distinct(given)
+    return {"sum": F.sum, "min": F.min, "max": F.max}[op](given)
+
+
+def _subject_ids(url: str, topic: str) -> list[int]:
+    """The ids of every version of the registry subjects `<topic>-*` (Confluent-compatible API)."""
+    base = url.rstrip("/")
+    try:
+        subjects = [s for s in _get(f"{base}/subjects") if str(s).startswith(f"{topic}-")]
+        return [
+            int(_get(f"{base}/subjects/{subject}/versions/{version}")["id"])
+            for subject in subjects
+            for version in _get(f"{base}/subjects/{subject}/versions")
+        ]
+    except httpx.HTTPError as exc:
+        raise SourceUnavailable(
+            f"schema registry at {url} is unreachable ({exc}); start it or fix SCHEMA_REGISTRY_URL"
+        ) from exc
+
+
+def _get(url: str) -> Any:
+    reply = httpx.get(url, timeout=10.0)
+    reply.raise_for_status()
+    return reply.json()

@@ -1,0 +1,295 @@
+"""Aggregate views on the real stack: order events -> windowed aggregate (Spark state) -> Delta MERGE.
+
+Event time is the envelope's `timestamp` header. One partition, so batch order is record order; each
+`drive` is one driver run (`runner.run`, availableNow): a later run is a restart from the checkpoint,
+whose watermark the previous run's batches advanced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import crash_at_failpoint
+from records import OrderEvents
+
+from kafkakit.positions import parse_start
+from materializers import runner, status
+from materializers.aggregate import AggregateView, Aggregation, Derived, materializer
+from materializers.aggregate_job import AggregateJob, table_path
+from materializers.catalog import lookup
+from materializers.errors import StateIncompatible
+from materializers.plan import JobPlan
+from materializers.views.delta_warehouse import query
+from shop.sku_per_minute import SKU_PER_MINUTE_VIEW
+
+pytestmark = pytest.mark.integration
+
+T0 = 1_764_000_000_000 - 1_764_000_000_000 % 60_000  # a minute boundary (ms)
+MINUTE = 60_000
+
+
+def view_on(topic: str, **changes: Any) -> AggregateView:
+    """The shop's example on `topic`, with a max besides and 1 minute of lateness."""
+    shop = SKU_PER_MINUTE_VIEW
+    return dataclasses.replace(
+        shop,
+        name="skus",
+        source=dataclasses.replace(shop.source, topic=topic),
+        allowed_lateness="1 minute",
+        aggregations=(*shop.aggregations, Aggregation(op="max", column="unit_price_cents", name="top_price")),
+        **changes,
+    )
+
+
+class Lines:
+    """`order.line_added` events with an envelope time, produced to one topic."""
+
+    def __init__(self, registry: str, uid: str, producer: Any, topic: str) -> None:
+        self.events, self.producer, self.topic, self.n = OrderEvents(registry, uid), producer, topic, 0
+
+    def add(self, at_ms: int, sku: str, quantity: int, price: int = 100) -> None:
+        self.n += 1
+        key, value, headers = self.events.record(
+            f"o-{self.n}", 1, "order.line_added", order_id=f"o-{self.n}", sku=sku, quantity=quantity,
+            unit_price_cents=price,
+        )  # fmt: skip
+        self.producer.produce(
+            self.topic, key=key, value=value, headers=[*headers, ("timestamp", str(at_ms).encode())]
+        )
+
+    def flush(self) -> None:
+        self.producer.flush()
+
+
+def drive(spark: Any, plan: JobPlan, start: str = "earliest") -> status.JobStatus:
+    """One driver run to the end of the topic (a thread: pytest keeps its signal handlers)."""
+    code: list[int] = []
+    thread = threading.Thread(
+        target=lambda: code.append(
+            runner.run([AggregateJob(spark, plan)], parse_start(start), available_now=True)
+        )
+    )
+    thread.start()
+    thread.join(300)
+    final = status.read(plan.job_dir)
+    assert final is not None
+    assert code == [0], final.last_error
+    return final
+
+
+def rows(plan: JobPlan) -> list[tuple[Any, ...]]:
+    found = query(str(table_path(plan)), "SELECT * FROM t ORDER BY window_start, sku")
+    return [
+        (int(r["window_start"].timestamp() * 1000) - T0, r["sku"], r["lines"], r["units"], r["top_price"])  # type: ignore[attr-defined]
+        for r in found
+    ]
+
+
+def at(minute: float) -> int:
+    return T0 + int(minute * MINUTE)
+
+
+@pytest.fixture
+def lines(endpoints: Any, uid: str, producer: Any, topics: Any) -> Lines:
+    return Lines(endpoints.schema_registry_url, uid, producer, topics("mat-agg"))
+
+
+def test_order_lateness_and_restarts(spark: Any, lines: Lines, run_config: Any, tmp_path: Path) -> None:
+    spec = materializer(view_on(lines.topic))
+    plan = JobPlan.of(spec, run_config(topic=lines.topic))
+    # Run 1: out of order within one batch, and across the minute boundary.
+    lines.add(at(0.5), "A", 1, 100)
+    lines.add(at(1.2), "A", 2, 300)
+    lines.add(at(0.1), "A", 4, 200)  # earlier than the record before: its window is still open
+    lines.add(at(0.9), "B", 1, 50)
+    lines.flush()
+    first = drive(spark, plan)
+    assert rows(plan) == [(0, "A", 2, 5, 200), (0, "B", 1, 1, 50), (MINUTE, "A", 1, 2, 300)]
+    assert first.late_dropped == 0 and first.refused == 0
+
+    # Run 2 (a restart from the checkpoint): time moves to minute 5 -> watermark 4:00 after this batch.
+    lines.add(at(5.0), "C", 1, 10)
+    lines.add(at(1.5), "A", 3, 100)  # behind the newest time, but the watermark is still 0:12: kept
+    lines.flush()
+    drive(spark, plan)
+    assert rows(plan) == [
+        (0, "A", 2, 5, 200), (0, "B", 1, 1, 50), (MINUTE, "A", 2, 5, 300), (5 * MINUTE, "C", 1, 1, 10),
+    ]  # fmt: skip
+
+    # Run 3: windows ending at or before 4:00 are closed: those records are dropped and counted;
+    # 4:30 is within the lateness and lands in its window.
+    lines.add(at(0.7), "A", 9, 999)
+    lines.add(at(0.8), "A", 9, 999)  # the same window and group: Spark counts the pair once
+    lines.add(at(2.5), "B", 9, 999)
+    lines.add(at(3.9), "D", 9, 999)
+    lines.add(at(4.5), "C", 2, 20)
+    lines.flush()
+    third = drive(spark, plan)
+    expected = [
+        (0, "A", 2, 5, 200), (0, "B", 1, 1, 50), (MINUTE, "A", 2, 5, 300),
+        (4 * MINUTE, "C", 1, 2, 20), (5 * MINUTE, "C", 1, 1, 10),
+    ]  # fmt: skip
+    assert rows(plan) == expected
+    assert third.late_dropped == 3 and third.refused == 0
+
+    # A restart with nothing new changes nothing and keeps the totals.
+    again = drive(spark, plan)
+    assert rows(plan) == expected and again.late_dropped == 3
+
+    # Replay from offset 0 into a new checkpoint and table (a new home) gives the same table: the
+    # replay reads the same records in one batch, so only the records that were late are compared.
+    fresh = JobPlan.of(spec, run_config(topic=lines.topic, home=tmp_path / "replay"))
+    drive(spark, fresh)
+    replayed = rows(fresh)
+    late = {(0, "A"), (2 * MINUTE, "B"), (3 * MINUTE, "D")}
+    assert [r for r in replayed if r[:2] not in late] == [r for r in expected if r[:2] not in late]
+
+
+def test_changed_window_refused(spark: Any, lines: Lines, run_config: Any) -> None:
+    lines.add(at(0.5), "A", 1)
+    lines.flush()
+    plan = JobPlan.of(materializer(view_on(lines.topic)), run_config(topic=lines.topic))
+    drive(spark, plan)
+    before = rows(plan)
+    log = sorted(p.name for p in (table_path(plan) / "_delta_log").iterdir())
+    offsets = sorted(p.name for p in (plan.checkpoint / "offsets").iterdir())
+    lines.add(at(0.6), "A", 1)
+    lines.flush()
+    wider = JobPlan.of(materializer(view_on(lines.topic, window="2 minutes")), run_config(topic=lines.topic))
+    with pytest.raises(
+        StateIncompatible, match=r"state fingerprint.*window_ms: 60000 -> 120000.*--from earliest"
+    ):
+        AggregateJob(spark, wider).start(parse_start("earliest"), available_now=True)
+    assert rows(plan) == before
+    assert sorted(p.name for p in (table_path(plan) / "_delta_log").iterdir()) == log
+    assert sorted(p.name for p in (plan.checkpoint / "offsets").iterdir()) == offsets
+    # Through the driver's path too: the run fails, its status names the problem.
+    code: list[int] = []
+    thread = threading.Thread(
+        target=lambda: code.append(
+            runner.run([AggregateJob(spark, wider)], parse_start("earliest"), available_now=True)
+        )
+    )
+    thread.start()
+    thread.join(120)
+    failed = status.read(wider.job_dir)
+    assert code == [1] and failed is not None and "state fingerprint" in failed.last_error
+
+
+def test_refused_records_counted(spark: Any, lines: Lines, run_config: Any) -> None:
+    lines.add(at(0.5), "A", 1)
+    key, value, headers = lines.events.record(
+        "o-x", 1, "order.line_added", order_id="o-x", sku="A", quantity=1, unit_price_cents=1
+    )
+    lines.producer.produce(lines.topic, key=key, value=value, headers=headers)  # no envelope time
+    lines.producer.produce(
+        lines.topic, key=key, value=b"\x00\x00\x00\x00\x01garbage", headers=[*headers, ("timestamp", b"1")]
+    )
+    lines.add(T0 + 80 * 365 * 24 * 60 * MINUTE, "A", 1)  # decades ahead: it would close every window
+    created = lines.events.record("o-y", 1, "order.created", order_id="o-y", customer_id="c")  # not read
+    lines.producer.produce(lines.topic, key=created[0], value=created[1], headers=created[2])
+    lines.flush()
+    plan = JobPlan.of(materializer(view_on(lines.topic)), run_config(topic=lines.topic))
+    final = drive(spark, plan)
+    assert rows(plan) == [(0, "A", 1, 1, 100)]
+    assert final.refused == 3 and final.late_dropped == 0
+
+
+def test_kill_after_merge_then_restart(lines: Lines, run_config: Any, endpoints: Any, tmp_path: Path) -> None:
+    """kill -9 of the driver (`materializers start sku_per_minute`, the shop's example: 1 minute
+    windows, 2 minutes of lateness) after its MERGE, before Spark committed the batch."""
+    lines.add(at(0.2), "A", 1, 100)
+    lines.add(at(0.4), "A", 2, 100)
+    lines.add(at(10.0), "Z", 1, 5)  # the watermark moves to 8:00 once this batch is done
+    lines.flush()
+    config = run_config()
+    argv = [
+        sys.executable, "-m", "materializers.cli", "--home", str(config.home), "start", "sku_per_minute",
+        "--topic", lines.topic, "--from", "earliest", "--available-now",
+    ]  # fmt: skip
+    env = {**os.environ, **endpoints.as_env()}
+    crash_at_failpoint(argv, env, "after-merge", tmp_path / "reached")
+    plan = JobPlan.of(lookup("sku_per_minute"), config.with_overrides(topic=lines.topic))
+    assert not (plan.checkpoint / "commits" / "0").exists()  # merged, never committed
+    # Not late for Spark: the restart re-runs batch 0 and then reads these in batch 1, and Spark drops
+    # input by the watermark of the batch before (0 here), while it evicts by the current one (8:00).
+    lines.add(at(0.6), "A", 4, 100)
+    lines.add(at(9.5), "A", 3, 100)
+    lines.flush()
+
+    restarted = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    found = query(str(table_path(plan)), "SELECT * FROM t ORDER BY window_start, sku")
+    assert [
+        (int(r["window_start"].timestamp() * 1000) - T0, r["sku"], r["lines"], r["units"], r["line_cents"])  # type: ignore[attr-defined]
+        for r in found
+    ] == [(0, "A", 3, 7, 700), (9 * MINUTE, "A", 1, 3, 300), (10 * MINUTE, "Z", 1, 1, 5)]
+    # The re-run batch 0 committed nothing (Delta's txn): create, batch 0, batch 1.
+    assert len(list((table_path(plan) / "_delta_log").glob("*.json"))) == 3
+    shown = subprocess.run(
+        [sys.executable, "-m", "materializers.cli", "--home", str(config.home), "status", "--json"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    (job,) = json.loads(shown.stdout)
+    assert job["name"] == "sku_per_minute" and job["state"] == "stopped" and job["late_dropped"] == 0
+    table = subprocess.run(
+        [sys.executable, "-m", "materializers.cli", "--home", str(config.home), "status"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "LATE" in table.stdout.splitlines()[0]
+    # The same name with a wider window, from the command line: refused before a session or a write.
+    (tmp_path / "wider_skus.py").write_text(
+        "import dataclasses\n"
+        "from materializers.aggregate import materializer\n"
+        "from shop.sku_per_minute import SKU_PER_MINUTE_VIEW\n"
+        "WIDER = materializer(dataclasses.replace(SKU_PER_MINUTE_VIEW, window='2 minutes'))\n"
+    )
+    log = sorted(p.name for p in (table_path(plan) / "_delta_log").iterdir())
+    wider = [*argv[:5], "start", "wider_skus:WIDER", *argv[7:]]
+    refused = subprocess.run(
+        wider, env={**env, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, timeout=120
+    )
+    assert refused.returncode == 2 and "state fingerprint" in refused.stderr, refused.stderr[-2000:]
+    assert "window_ms: 60000 -> 120000" in refused.stderr
+    assert sorted(p.name for p in (table_path(plan) / "_delta_log").iterdir()) == log
+
+
+def test_sliding_windows(spark: Any, lines: Lines, run_config: Any) -> None:
+    """A 2-minute window sliding by 1 minute: each event counts in the two windows that hold it."""
+    lines.add(at(1.5), "A", 1, 100)
+    lines.add(at(2.5), "A", 2, 300)
+    lines.flush()
+    plan = JobPlan.of(
+        materializer(view_on(lines.topic, window="2 minutes", slide="1 minute")),
+        run_config(topic=lines.topic),
+    )
+    drive(spark, plan)
+    assert rows(plan) == [(0, "A", 1, 1, 100), (MINUTE, "A", 2, 3, 300), (2 * MINUTE, "A", 1, 2, 300)]
+
+
+def test_event_time_from_a_field(spark: Any, lines: Lines, run_config: Any) -> None:
+    """An event's own long field as epoch milliseconds (here a derived one); no envelope time needed."""
+    for minute, sku in ((0.5, "A"), (1.5, "A"), (1.7, "B")):
+        key, value, headers = lines.events.record(
+            "o-f", 1, "order.line_added", order_id="o-f", sku=sku, quantity=1, unit_price_cents=at(minute)
+        )
+        lines.producer.produce(lines.topic, key=key, value=value, headers=headers)  # no `timestamp` header
+    lines.flush()
+    shop = view_on(lines.topic)
+    timed = dataclasses.replace(
+        shop,
+        event_time="at_ms",
+        derived=(*shop.derived, Derived(name="at_ms", sql="unit_price_cents", type="long")),
+    )
+    plan = JobPlan.of(materializer(timed), run_config(topic=lines.topic))
+    final = drive(spark, plan)
+    assert [r[:4] for r in rows(plan)] == [(0, "A", 1, 1), (MINUTE, "A", 1, 1), (MINUTE, "B", 1, 1)]
+    assert final.refused == 0
