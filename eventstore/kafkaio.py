@@ -123,8 +123,10 @@ def end_offsets(consumer: Consumer, topic: str, partition: int, timeout: float =
         ),
         what=f"reading the end offsets of {topic}[{partition}]",
         deadline_s=LEADER_MOVE_S,
-        on_retry=lambda: None,
-        codes=_LEADER_MOVING,
+        # A request to a leader that died times out until the client learns the new one: ask the
+        # cluster now (librdkafka would wait for its periodic refresh). An absent cluster fails here.
+        on_retry=lambda: consumer.list_topics(topic, timeout=timeout),
+        codes=_LEADER_MOVING | {KafkaError._TIMED_OUT},
     )
     return int(lo), int(hi)
 

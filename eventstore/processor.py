@@ -75,6 +75,8 @@ S = TypeVar("S")
 # How long a partition's rebuild on assignment waits out a broker failover (elections take seconds;
 # a controller that must first notice the loss, up to its session timeout).
 REBUILD_FAILOVER_S = 120.0
+# A second fencing of the consumer within this long is not a failover: another instance has the id.
+REJOIN_GUARD_S = 120.0
 log = logging.getLogger(__name__)
 
 
@@ -191,19 +193,19 @@ class CommandProcessor(Generic[S]):
         self.aborted = 0  # batches aborted and re-read (they took a producer's turn too)
         # Idle streams re-snapshotted per batch and partition at most (bounds a batch's extra work).
         self.refresh_limit = 500
-        self._consumer = make_consumer(
-            {
-                "bootstrap.servers": config.bootstrap_servers,
-                "group.id": config.processor_group,
-                # Static membership: a restart with the same instance id takes its partitions back at
-                # once instead of waiting for the dead member's session to time out.
-                "group.instance.id": f"{config.name}.processor.{instance_id}",
-                "session.timeout.ms": session_timeout_ms,
-                "auto.offset.reset": "earliest",
-                # Offsets are committed only inside the transaction (send_offsets_to_transaction).
-                **READ_COMMITTED,
-            }
-        )
+        self._consumer_settings: dict[str, Any] = {
+            "bootstrap.servers": config.bootstrap_servers,
+            "group.id": config.processor_group,
+            # Static membership: a restart with the same instance id takes its partitions back at
+            # once instead of waiting for the dead member's session to time out.
+            "group.instance.id": f"{config.name}.processor.{instance_id}",
+            "session.timeout.ms": session_timeout_ms,
+            "auto.offset.reset": "earliest",
+            # Offsets are committed only inside the transaction (send_offsets_to_transaction).
+            **READ_COMMITTED,
+        }
+        self._consumer = make_consumer(self._consumer_settings)
+        self._rejoined_at = -REJOIN_GUARD_S
         self._producers = tuple(
             make_producer(
                 {
@@ -251,14 +253,15 @@ class CommandProcessor(Generic[S]):
         self.serde.require_migrated()
         for producer in self._producers:
             producer.init_transactions(self.config.transaction_timeout_ms / 1000)
-        self._consumer.subscribe(
-            [self.config.commands_topic], on_assign=self._on_assign, on_revoke=self._on_revoke
-        )
+        self._subscribe()
         idle_since = time.monotonic()
         try:
             while not self.stop_requested.is_set():
                 msgs = take(self._consumer, self.batch_size, timeout=0.5)
-                if msgs:
+                fatal = next((e for m in msgs if (e := m.error()) is not None and e.fatal()), None)
+                if fatal is not None:
+                    self._rejoin(fatal)
+                elif msgs:
                     self._process(msgs)
                     idle_since = time.monotonic()
                 elif max_idle_s is not None and time.monotonic() - idle_since > max_idle_s:
@@ -286,6 +289,30 @@ class CommandProcessor(Generic[S]):
             self._forget_partition(partition)
         self._heap.full()
         log.info("revoked partitions %s", sorted(lost))
+
+    def _subscribe(self) -> None:
+        self._consumer.subscribe(
+            [self.config.commands_topic], on_assign=self._on_assign, on_revoke=self._on_revoke
+        )
+
+    def _rejoin(self, err: KafkaError) -> None:
+        """A consumer error librdkafka calls fatal. A static member fenced while its group's coordinator
+        failed over (its session expired under the failover and the rejoin raced an older request) is
+        not a second instance: a new consumer with the same instance id takes the partitions back.
+        Fenced again soon after, or any other fatal error: stop, naming it."""
+        fenced = "fenced" in str(err).lower()
+        if not fenced or time.monotonic() - self._rejoined_at < REJOIN_GUARD_S:
+            raise ProcessorFenced(
+                f"the processor's consumer failed for good ({err}); if another live processor has the same "
+                "instance id, give each its own --instance-id, else restart this one"
+            )
+        log.warning("consumer fenced (%s), most likely by a coordinator failover: rejoining the group", err)
+        self._rejoined_at = time.monotonic()
+        self._on_revoke(self._consumer, [TopicPartition(self.config.commands_topic, p) for p in self._owned])
+        with contextlib.suppress(KafkaException, RuntimeError):
+            self._consumer.close()
+        self._consumer = make_consumer(self._consumer_settings)
+        self._subscribe()
 
     def _forget_partition(self, partition: int) -> None:
         """Drop what this processor holds for `partition` (revoked, or a rebuild to start over)."""

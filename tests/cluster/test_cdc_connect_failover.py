@@ -20,6 +20,7 @@ from cdc.connect_client import ConnectClient
 from cdc.fold import fold
 from devstack.connectors import ConnectorFactory
 from devstack.crash import StackFaults
+from kafkakit.clients import admin_client
 from kafkakit.errors import ToolkitError
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration]
@@ -112,6 +113,9 @@ def test_killing_the_worker_running_the_task_moves_it_and_the_topic_still_folds_
         stop.set()
         writer.join(30)
     changes = _fold_until_equal(cluster, topic, _table(dsn, table), connector_factory.schemas)
+    with admin_client({"bootstrap.servers": cluster.bootstrap}) as admin:
+        partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions.values()
+    assert {len(p.replicas) for p in partitions} == {3}  # Connect created it with the brokers' default RF
     faults.recover()  # the killed worker back before the factory deletes the connector through it
     fault_record.update(
         scenario="cdc: kill -9 the Connect worker running the Debezium task mid-stream",

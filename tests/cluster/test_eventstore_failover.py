@@ -25,6 +25,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.integration]
 CLIENTS = 8
 COMMANDS = 60  # per client, after its CreateOrder
 WINDOW = 10  # commands in flight per client
+WINDOW_DEADLINE_S = 240.0  # a window still unanswered by then: the processor is gone, not failing over
 
 
 @dataclass
@@ -67,7 +68,9 @@ def _send_until_acknowledged(client: EventStoreClient[Any], window: dict[str, An
     """Send the window pipelined; whatever has no outcome yet is re-sent with the same command id
     (the documented retry: the processor answers a known id with its first outcome)."""
     left = dict(window)
+    give_up = time.monotonic() + WINDOW_DEADLINE_S
     while left:
+        assert time.monotonic() < give_up, f"no outcome for {sorted(left)[:3]} in {WINDOW_DEADLINE_S}s"
         now = time.monotonic()
         with acks.lock:
             for cid in left:
