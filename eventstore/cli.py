@@ -16,6 +16,8 @@ Exit codes:
      SubjectsNeedMigration: the store's schemas are still under the old `<store>-<record type>`
      subjects; run `eventstore schemas migrate --name NAME`, then retry
   8  not found: `read` of a stream that has no committed events (check the stream id)
+  75 `processor`: a transaction stayed open 30 s (a Kafka client stuck on a vanished coordinator,
+     librdkafka #5511); restart it (same --instance-id), as a supervisor would
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import os
 import signal
 import socket
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import asdict
@@ -241,8 +245,33 @@ def cmd_init(args: argparse.Namespace, store: EventStore[Any]) -> int:
     return 0
 
 
+# `eventstore processor` exits with this when a transaction stays open TRANSACTION_STUCK_S (a hung
+# client library): a supervisor restarts it, and the restart's init_transactions (same transactional
+# id) aborts the stuck transaction, so exiting before the broker's own timeout loses nothing. A
+# failover keeps a transaction open ~10-12 s on our fault matrix; 30 s is well past that.
+EXIT_TRANSACTION_HUNG = 75
+TRANSACTION_STUCK_S = 30.0
+
+
+def _watch_transactions(processor: Any, limit_s: float) -> None:
+    """Exit the process when a transaction stays open longer than `limit_s` (see
+    `CommandProcessor.transaction_open_for`): only a new process gets past a librdkafka call that
+    ignores its timeout."""
+    while True:
+        time.sleep(1.0)
+        stuck = processor.transaction_open_for()
+        if stuck > limit_s:
+            logging.getLogger(__name__).critical(
+                "a transaction has been open for %.0fs (limit %.0fs); "
+                "the Kafka client is stuck, exiting with %d for the supervisor to restart this processor",
+                stuck, limit_s, EXIT_TRANSACTION_HUNG,
+            )  # fmt: skip
+            os._exit(EXIT_TRANSACTION_HUNG)
+
+
 def cmd_processor(args: argparse.Namespace, store: EventStore[Any]) -> int:
     processor = store.processor(args.instance_id, batch_size=args.batch_size)
+    threading.Thread(target=_watch_transactions, args=(processor, TRANSACTION_STUCK_S), daemon=True).start()
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         logging.getLogger(__name__).info("signal %d: finishing the current transaction, then exiting", signum)

@@ -206,6 +206,7 @@ class CommandProcessor(Generic[S]):
         }
         self._consumer = make_consumer(self._consumer_settings)
         self._rejoined_at = -REJOIN_GUARD_S
+        self._txn_since: float | None = None  # monotonic start of the open transaction, if one is open
         self._producers = tuple(
             make_producer(
                 {
@@ -289,6 +290,14 @@ class CommandProcessor(Generic[S]):
             self._forget_partition(partition)
         self._heap.full()
         log.info("revoked partitions %s", sorted(lost))
+
+    def transaction_open_for(self) -> float:
+        """Seconds the current transaction has been open (0: none). librdkafka can block a transactional
+        call for good when the group's coordinator vanished (librdkafka #5511, #5456: the call ignores
+        its timeout); past the transaction timeout nothing in this process can finish it, so the shell
+        (`eventstore processor`) exits for its supervisor to restart it."""
+        since = self._txn_since
+        return 0.0 if since is None else time.monotonic() - since
 
     def _subscribe(self) -> None:
         self._consumer.subscribe(
@@ -408,6 +417,7 @@ class CommandProcessor(Generic[S]):
         t = self.timings
         t0 = time.perf_counter()
         self._producer = self._producers[(self.timings.batches + self.aborted) % len(self._producers)]
+        self._txn_since = time.monotonic()
         self._producer.begin_transaction()
         try:
             for msg in msgs:
@@ -431,6 +441,8 @@ class CommandProcessor(Generic[S]):
         except KafkaException as exc:
             self._recover(exc, staged)
             return
+        finally:
+            self._txn_since = None
         t.batches, t.commands = t.batches + 1, t.commands + len(msgs)
         t.handle_s += t1 - t0
         t.flush_s += t2 - t1
