@@ -325,9 +325,13 @@ def _jvm(ctx: Context, heap: str, log_name: str, java: str | None = None) -> lis
     ]  # fmt: skip
 
 
-def kafka_uuid() -> str:
-    """A cluster id as Kafka makes them: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+def kafka_uuid(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A cluster id as Kafka's `Uuid.randomUuid` makes them: 16 random bytes, URL-safe base64 without
+    padding, drawn again when it starts with `-` (1 in 64), which the storage tool's argument parser
+    would take for an option."""
+    while (text := base64.urlsafe_b64encode(random_bytes()).decode().rstrip("=")).startswith("-"):
+        pass
+    return text
 
 
 def cluster_id(ctx: Context) -> str:

@@ -34,6 +34,12 @@ def test_kafka_cluster_id_is_16_bytes_url_safe_base64() -> None:
     assert len(base64.urlsafe_b64decode(cluster_id + "==")) == 16
 
 
+def test_kafka_cluster_id_never_starts_with_a_dash() -> None:
+    """`kafka-storage format -t -xyz` reads the id as an option (a CI run failed on one such id)."""
+    draws = iter([b"\xf8" + bytes(15), b"\x00" * 16])  # 0xf8 -> 111110.. -> "-" first
+    assert kafka_uuid(lambda: next(draws)) == "A" * 22
+
+
 def _occupy() -> socket.socket:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
