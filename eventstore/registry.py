@@ -13,6 +13,7 @@ import httpx
 
 from eventstore.errors import RegistryUnavailable, SchemaNotFound
 from eventstore.schemas import canonical
+from kafkakit.subjects import every_subject
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
@@ -122,7 +123,11 @@ class HttpRegistry:
         return bool(doc.get("is_compatible")), tuple(str(m) for m in doc.get("messages") or ())
 
     def subjects(self) -> tuple[str, ...]:
-        return tuple(str(s) for s in self._ok(self._call("GET", "/subjects")))
+        return tuple(
+            every_subject(
+                lambda offset, limit: self._ok(self._call("GET", f"/subjects?offset={offset}&limit={limit}"))
+            )
+        )
 
 
 class MemoryRegistry:

@@ -16,8 +16,10 @@ Commit order of a micro-batch (what makes a re-run change nothing):
 
 Assumptions and limits (this milestone):
 - Writer schemas are fixed when the query starts: every version of the registry subjects
-  `<topic>-*` (the event store's TopicRecordNameStrategy) and every id seen on the topic (one scan at
-  start). A record of a schema registered later is refused until the job restarts.
+  `<topic>-*` (the event store's TopicRecordNameStrategy), and only those: a record framed with the
+  id of another topic's schema is refused even when its body happens to decode under that schema
+  (Avro bodies carry no fingerprint). A record of a schema registered later is refused until the
+  job restarts.
 - Refused records (undecodable, unknown schema id, no event time, an event time more than
   `max_ahead` past the batch's time) are counted in the status
   (`refused`), not dead-lettered: the aggregation has one sink, and a second query for dead letters
@@ -42,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from kafkakit.positions import StartPosition
+from kafkakit.subjects import every_subject
 from materializers import avro_events, checkpoint, event_shape, failpoints, lifecycle, status
 from materializers.aggregate import (
     ENVELOPE_TIME,
@@ -141,10 +144,9 @@ class AggregateJob:
     def start(self, start: StartPosition, *, available_now: bool = False) -> StreamingQuery:
         """Check, build the query (Spark analyses it: a bad derived column fails here), claim the
         checkpoint, create the table, start. Nothing is written before the last check passed."""
-        bootstrap = self.plan.config.endpoints.kafka_bootstrap_servers
-        topic_partitions(bootstrap, self.plan.topic)
+        topic_partitions(self.plan.config.endpoints.kafka_bootstrap_servers, self.plan.topic)
         check_state(self.plan)
-        self._learn_schemas(bootstrap)
+        self._learn_schemas()
         raw = source_stream(self.spark, self.plan, start)
         aggregated = aggregate(raw, self.view, self.schemas.trusting_cache())
         self.app_id = claim_checkpoint(self.plan)
@@ -161,29 +163,11 @@ class AggregateJob:
         )
         return triggered(writer, self.plan, available_now).start()
 
-    def _learn_schemas(self, bootstrap: str) -> None:
-        """Every writer schema the query may meet (module docstring): fixed for the query's life."""
-        ids = set(_subject_ids(self.schemas.url, self.plan.topic)) | set(self._topic_ids(bootstrap))
-        for sid in sorted(ids):
+    def _learn_schemas(self) -> None:
+        """The writer schemas of the topic's own subjects (module docstring): fixed for the query's life."""
+        for sid in sorted(set(_subject_ids(self.schemas.url, self.plan.topic))):
             self.schemas.get(sid)
         log.info("aggregate %s decodes writer schema ids %s", self.view.name, sorted(self.schemas.known()))
-
-    def _topic_ids(self, bootstrap: str) -> list[int]:
-        """The schema ids of the view's event types on the topic now (a batch read of the whole topic)."""
-        records = (
-            self.spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", self.plan.topic)
-            .option("includeHeaders", "true")
-            .load()
-        )
-        found = (
-            records.where(event_shape.event_type().isin(*self.view.source.event_types))
-            .where(event_shape.has_wire_header())
-            .select(event_shape.schema_id().alias("sid"))
-            .distinct()
-        )
-        return [int(r["sid"]) for r in found.collect() if r["sid"] is not None]
 
     def _resume_totals(self) -> None:
         """The totals the last driver of this checkpoint published (a new checkpoint starts at 0)."""
@@ -321,7 +305,8 @@ def _subject_ids(url: str, topic: str) -> list[int]:
     """The ids of every version of the registry subjects `<topic>-*` (Confluent-compatible API)."""
     base = url.rstrip("/")
     try:
-        subjects = [s for s in _get(f"{base}/subjects") if str(s).startswith(f"{topic}-")]
+        every = every_subject(lambda offset, limit: _get(f"{base}/subjects?offset={offset}&limit={limit}"))
+        subjects = [s for s in every if s.startswith(f"{topic}-")]
         return [
             int(_get(f"{base}/subjects/{subject}/versions/{version}")["id"])
             for subject in subjects

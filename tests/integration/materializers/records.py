@@ -46,10 +46,23 @@ def order_schema_text(event_type: str) -> str:
     return (files("shop") / "schemas" / f"{event_type}.avsc").read_text()
 
 
-class OrderEvents:
-    """Registers the order event schemas under unique subjects and encodes events in wire format."""
+def register_schema(registry_url: str, subject: str, text: str) -> int:
+    """The registry id of `text` registered under `subject` (Confluent-compatible API)."""
+    reply = httpx.post(
+        f"{registry_url}/subjects/{subject}/versions",
+        json={"schema": text},
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+        timeout=30,
+    )
+    reply.raise_for_status()
+    return int(reply.json()["id"])
 
-    def __init__(self, registry_url: str, uid: str) -> None:
+
+class OrderEvents:
+    """Registers the order event schemas under unique subjects (`<prefix>-<event type>`, by default
+    `mat-<uid>`; the event store's are `<topic>-<record name>`) and encodes events in wire format."""
+
+    def __init__(self, registry_url: str, uid: str, *, subject_prefix: str | None = None) -> None:
         self.ids: dict[str, int] = {}
         self.parsed: dict[str, Any] = {}
         for event_type in (
@@ -60,14 +73,8 @@ class OrderEvents:
             "order.cancelled",
         ):
             text = order_schema_text(event_type)
-            reply = httpx.post(
-                f"{registry_url}/subjects/mat-{uid}-{event_type}/versions",
-                json={"schema": text},
-                headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
-                timeout=30,
-            )
-            reply.raise_for_status()
-            self.ids[event_type] = int(reply.json()["id"])
+            subject = f"{subject_prefix or f'mat-{uid}'}-{event_type}"
+            self.ids[event_type] = register_schema(registry_url, subject, text)
             self.parsed[event_type] = parse_schema(json.loads(text))
 
     def record(

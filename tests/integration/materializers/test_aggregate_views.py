@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import crash_at_failpoint
-from records import OrderEvents
+from records import OrderEvents, register_schema
 
 from kafkakit.positions import parse_start
 from materializers import runner, status
@@ -53,7 +53,9 @@ class Lines:
     """`order.line_added` events with an envelope time, produced to one topic."""
 
     def __init__(self, registry: str, uid: str, producer: Any, topic: str) -> None:
-        self.events, self.producer, self.topic, self.n = OrderEvents(registry, uid), producer, topic, 0
+        # Subjects `<topic>-<event type>`, as the event store names them: the job reads no other's ids.
+        self.events = OrderEvents(registry, uid, subject_prefix=topic)
+        self.producer, self.topic, self.n = producer, topic, 0
 
     def add(self, at_ms: int, sku: str, quantity: int, price: int = 100) -> None:
         self.n += 1
@@ -184,14 +186,18 @@ def test_changed_window_refused(spark: Any, lines: Lines, run_config: Any) -> No
     assert code == [1] and failed is not None and "state fingerprint" in failed.last_error
 
 
-def test_refused_records_counted(spark: Any, lines: Lines, run_config: Any) -> None:
+def test_refused_records_counted(spark: Any, lines: Lines, run_config: Any, endpoints: Any, uid: str) -> None:
     lines.add(at(0.5), "A", 1)
     key, value, headers = lines.events.record(
         "o-x", 1, "order.line_added", order_id="o-x", sku="A", quantity=1, unit_price_cents=1
     )
     lines.producer.produce(lines.topic, key=key, value=value, headers=headers)  # no envelope time
+    timed = [*headers, ("timestamp", str(at(0.6)).encode())]
+    lines.producer.produce(lines.topic, key=key, value=value[:5], headers=timed)  # the body cut off
+    # A body that decodes under the schema its id names, but that schema is another topic's.
+    foreign = register_schema(endpoints.schema_registry_url, f"other-{uid}-value", FOREIGN_SCHEMA)
     lines.producer.produce(
-        lines.topic, key=key, value=b"\x00\x00\x00\x00\x01garbage", headers=[*headers, ("timestamp", b"1")]
+        lines.topic, key=key, value=b"\x00" + foreign.to_bytes(4, "big") + b"\x02", headers=timed
     )
     lines.add(T0 + 80 * 365 * 24 * 60 * MINUTE, "A", 1)  # decades ahead: it would close every window
     created = lines.events.record("o-y", 1, "order.created", order_id="o-y", customer_id="c")  # not read
@@ -200,7 +206,10 @@ def test_refused_records_counted(spark: Any, lines: Lines, run_config: Any) -> N
     plan = JobPlan.of(materializer(view_on(lines.topic)), run_config(topic=lines.topic))
     final = drive(spark, plan)
     assert rows(plan) == [(0, "A", 1, 1, 100)]
-    assert final.refused == 3 and final.late_dropped == 0
+    assert final.refused == 4 and final.late_dropped == 0
+
+
+FOREIGN_SCHEMA = json.dumps({"type": "record", "name": "Foreign", "fields": [{"name": "n", "type": "long"}]})
 
 
 def test_kill_after_merge_then_restart(lines: Lines, run_config: Any, endpoints: Any, tmp_path: Path) -> None:
