@@ -3,8 +3,6 @@ resumes on the other worker, and the fold of the compacted topic equals the tabl
 
 from __future__ import annotations
 
-import random
-import threading
 import time
 import uuid
 from typing import Any
@@ -12,7 +10,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from cluster_helpers import RUNS, Cluster
+from cluster_helpers import RUNS, Cluster, RowChanges, changing
 from confluent_kafka import Consumer, TopicPartition
 
 from cdc.change_event import decode_record
@@ -27,22 +25,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.integration]
 ROWS = 500
 
 
-def _writer(dsn: str, table: str, stop: threading.Event, done: list[int]) -> None:
-    """Inserts, updates and deletes, each its own transaction, ~100 a second, until `stop`."""
-    rng = random.Random(7)
-    next_id = ROWS + 1
-    with psycopg.connect(dsn, autocommit=True) as pg:
-        while not stop.is_set():
-            kind = rng.random()
-            if kind < 0.4:
-                pg.execute(f"INSERT INTO {table} VALUES (%s, %s, 0)", (next_id, f"n{next_id}"))
-                next_id += 1
-            elif kind < 0.9:
-                pg.execute(f"UPDATE {table} SET n = n + 1 WHERE id = %s", (rng.randrange(1, next_id),))
-            else:
-                pg.execute(f"DELETE FROM {table} WHERE id = %s", (rng.randrange(1, next_id),))
-            done[0] += 1
-            time.sleep(0.01)
+COUNTER_CHANGES = RowChanges(
+    new_row=lambda i: (i, f"n{i}", 0), update_set="n = n + 1", inserts=0.4, pause_s=0.01, seed=7
+)
 
 
 def _table(dsn: str, table: str) -> dict[tuple[Any, ...], dict[str, Any]]:
@@ -96,10 +81,7 @@ def test_killing_the_worker_running_the_task_moves_it_and_the_topic_still_folds_
         pg.execute(f"INSERT INTO {table} SELECT g, 'n' || g, 0 FROM generate_series(1, {ROWS}) g")
     spec = connector_factory.start(connector_factory.spec([table]))
     topic = spec.topic_for(table)
-    stop, done = threading.Event(), [0]
-    writer = threading.Thread(target=_writer, args=(dsn, table, stop, done), daemon=True)
-    writer.start()
-    try:
+    with changing(dsn, table, COUNTER_CHANGES) as done:
         time.sleep(3)
         before = ConnectClient(cluster.connect_url(1)).status(spec.name)
         victim = cluster.connect_worker_named(before.tasks[0].worker_id)
@@ -109,9 +91,6 @@ def test_killing_the_worker_running_the_task_moves_it_and_the_topic_still_folds_
         moved = _wait_task_elsewhere(survivor, spec.name, before.tasks[0].worker_id)
         resumed_s = time.monotonic() - killed_at
         time.sleep(5)  # changes made while the task runs on the survivor
-    finally:
-        stop.set()
-        writer.join(30)
     changes = _fold_until_equal(cluster, topic, _table(dsn, table), connector_factory.schemas)
     with admin_client({"bootstrap.servers": cluster.bootstrap}) as admin:
         partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions.values()

@@ -7,12 +7,11 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from cluster_helpers import RUNS, Cluster
+from cluster_helpers import RUNS, Cluster, wait_until
 
 from devstack.crash import StackFaults
 from devstack.event_stores import EventStoreFactory, TestStore
@@ -115,7 +114,9 @@ def test_killing_the_leader_of_an_events_partition_loses_and_doubles_nothing(
     for t in clients:
         t.start()
     total = CLIENTS * (COMMANDS + 1)
-    _wait_until(lambda: acks.count() >= total // 3 or bool(acks.errors), 300)
+    wait_until(
+        lambda: acks.count() >= total // 3 or bool(acks.errors), "a third of the appends acknowledged", 300
+    )
     victim = cluster.leader_of(events_topic, 0)
     killed_at = time.monotonic()
     faults.crash(cluster.broker_service(victim))
@@ -176,10 +177,3 @@ class Supervisor(threading.Thread):
     def stop(self) -> None:
         self._stopping.set()
         self.join(10)
-
-
-def _wait_until(condition: Callable[[], bool], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
