@@ -8,7 +8,8 @@ Kafka source -> the source's event types -> Avro decoded in the JVM (avro_events
 Commit order of a micro-batch (what makes a re-run change nothing):
 1. Spark plans the offsets and writes them to the checkpoint's offset log;
 2. the aggregation updates its state store (a new version per batch, in the checkpoint);
-3. foreachBatch: the updated rows (absolute values per window and group, not increments) are
+3. foreachBatch: the batch's line appended to the batch log (aggregate_batches, for `verify`); the
+   updated rows (absolute values per window and group, not increments) are
    persisted, then MERGEd into the table keyed by (window_start, window_end, *group_by) under the
    session confs txnAppId = the checkpoint's app id (job.json), txnVersion = the batch id: Delta skips
    a batch it already committed, and upserting absolute values is idempotent besides;
@@ -45,7 +46,15 @@ import httpx
 
 from kafkakit.positions import StartPosition
 from kafkakit.subjects import every_subject
-from materializers import avro_events, checkpoint, event_shape, failpoints, lifecycle, status
+from materializers import (
+    aggregate_batches,
+    avro_events,
+    checkpoint,
+    event_shape,
+    failpoints,
+    lifecycle,
+    status,
+)
 from materializers.aggregate import (
     ENVELOPE_TIME,
     KAFKA_TIME,
@@ -165,8 +174,7 @@ class AggregateJob:
 
     def _learn_schemas(self) -> None:
         """The writer schemas of the topic's own subjects (module docstring): fixed for the query's life."""
-        for sid in sorted(set(_subject_ids(self.schemas.url, self.plan.topic))):
-            self.schemas.get(sid)
+        learn_topic_schemas(self.schemas, self.plan.topic)
         log.info("aggregate %s decodes writer schema ids %s", self.view.name, sorted(self.schemas.known()))
 
     def _resume_totals(self) -> None:
@@ -194,6 +202,10 @@ class AggregateJob:
         from delta.tables import DeltaTable
 
         keys = [*WINDOW_COLUMNS, *self.view.group_by]
+        # Before the MERGE, so every committed batch has its line for `verify` (aggregate_batches).
+        aggregate_batches.append(
+            self.plan.checkpoint, aggregate_batches.record_of(self.plan.checkpoint, batch_id)
+        )
         updated = batch.persist()  # computed once: MERGE may read its source twice
         try:
             with self.clock.timed(batch_id, "merge"):
@@ -245,6 +257,25 @@ def aggregate(raw: DataFrame, view: AggregateView, schemas: WriterSchemas) -> Da
     *group_by, *aggregations); refused records counted under the observation `OBSERVED`."""
     from pyspark.sql import functions as F
 
+    decoded = events(raw, view, schemas)
+    # Judged against the batch's own timestamp (logged with its offsets, so a re-run batch judges alike).
+    refused = refusal(view, F.current_timestamp())
+    observed = decoded.observe(
+        OBSERVED, F.count(F.lit(1)).alias("records"), F.sum(F.when(refused, 1).otherwise(0)).alias("refused")
+    )
+    grouped = (
+        observed.where(~refused)
+        .withWatermark(EVENT_TIME, spark_interval(duration_ms(view.allowed_lateness, "allowed_lateness")))
+        .groupBy(window_of(view), *[F.col(f"`{g}`") for g in view.group_by])
+        .agg(*aggregations(view))
+    )
+    return output(grouped, view)
+
+
+def events(raw: DataFrame, view: AggregateView, schemas: WriterSchemas) -> DataFrame:
+    """The view's event types decoded (avro_events.decode), its derived columns and `EVENT_TIME`."""
+    from pyspark.sql import functions as F
+
     types = view.source.event_types
     # Other event types are not this view's business: skipped before decoding, not refused.
     mine = raw.where(event_shape.event_type().isNull() | event_shape.event_type().isin(*types))
@@ -254,24 +285,34 @@ def aggregate(raw: DataFrame, view: AggregateView, schemas: WriterSchemas) -> Da
     decoded = avro_events.decode(mine, schemas=schemas, wanted=dict(view.source.fields), event_types=types)
     for derived in view.derived:
         decoded = decoded.withColumn(derived.name, F.expr(derived.sql).cast(derived.type))
-    decoded = decoded.withColumn(EVENT_TIME, _event_time(view, decoded))
-    # A time far ahead would move the watermark past every real record: refused, judged against the
-    # batch's own timestamp (logged with its offsets, so a re-run batch judges alike).
-    ahead = F.current_timestamp() + F.expr(
-        f"INTERVAL {duration_ms(view.max_ahead, 'max_ahead')} MILLISECONDS"
-    )
-    refused = F.col("error").isNotNull() | F.col(EVENT_TIME).isNull() | (F.col(EVENT_TIME) > ahead)
-    observed = decoded.observe(
-        OBSERVED, F.count(F.lit(1)).alias("records"), F.sum(F.when(refused, 1).otherwise(0)).alias("refused")
-    )
+    return decoded.withColumn(EVENT_TIME, _event_time(view, decoded))
+
+
+def refusal(view: AggregateView, now: Column) -> Column:
+    """Whether a decoded record is refused: undecodable, no event time, or further ahead of `now` than
+    `max_ahead` (a time far ahead would move the watermark past every real record)."""
+    from pyspark.sql import functions as F
+
+    ahead = now + F.expr(f"INTERVAL {duration_ms(view.max_ahead, 'max_ahead')} MILLISECONDS")
+    return F.col("error").isNotNull() | F.col(EVENT_TIME).isNull() | (F.col(EVENT_TIME) > ahead)
+
+
+def window_of(view: AggregateView) -> Column:
+    from pyspark.sql import functions as F
+
     size = spark_interval(duration_ms(view.window, "window"))
     slide = spark_interval(duration_ms(view.slide, "slide")) if view.slide else None
-    grouped = (
-        observed.where(~refused)
-        .withWatermark(EVENT_TIME, spark_interval(duration_ms(view.allowed_lateness, "allowed_lateness")))
-        .groupBy(F.window(EVENT_TIME, size, slide), *[F.col(f"`{g}`") for g in view.group_by])
-        .agg(*[_aggregation(a.op, a.column).alias(a.output) for a in view.aggregations])
-    )
+    return F.window(EVENT_TIME, size, slide)
+
+
+def aggregations(view: AggregateView) -> list[Column]:
+    return [_aggregation(a.op, a.column).alias(a.output) for a in view.aggregations]
+
+
+def output(grouped: DataFrame, view: AggregateView) -> DataFrame:
+    """The table's columns from a frame grouped by `window` and the group keys."""
+    from pyspark.sql import functions as F
+
     return grouped.select(
         F.col("window.start").alias("window_start"),
         F.col("window.end").alias("window_end"),
@@ -299,6 +340,12 @@ def _aggregation(op: str, column: str) -> Column:
     if op == "approx_count_distinct":
         return F.approx_count_distinct(given)
     return {"sum": F.sum, "min": F.min, "max": F.max}[op](given)
+
+
+def learn_topic_schemas(schemas: WriterSchemas, topic: str) -> None:
+    """Fetch into `schemas` every writer schema of the subjects `<topic>-*`, and only those."""
+    for sid in sorted(set(_subject_ids(schemas.url, topic))):
+        schemas.get(sid)
 
 
 def _subject_ids(url: str, topic: str) -> list[int]:

@@ -24,6 +24,7 @@ from kafkakit.positions import parse_start
 from materializers import runner, status
 from materializers.aggregate import AggregateView, Aggregation, Derived, materializer
 from materializers.aggregate_job import AggregateJob, table_path
+from materializers.aggregate_verify import verify_aggregate
 from materializers.catalog import lookup
 from materializers.errors import StateIncompatible
 from materializers.plan import JobPlan
@@ -145,6 +146,15 @@ def test_order_lateness_and_restarts(spark: Any, lines: Lines, run_config: Any, 
     # A restart with nothing new changes nothing and keeps the totals.
     again = drive(spark, plan)
     assert rows(plan) == expected and again.late_dropped == 3
+    # verify: the batch recomputation, less what each batch's watermark dropped, equals the table;
+    # 4 late (record, window) pairs in 3 windows, which Spark counted as 3 dropped rows.
+    check = verify_aggregate(spark, plan)
+    assert (check.difference_count, check.windows, check.late_pairs, check.late_windows) == (0, 5, 4, 3)
+    assert (check.counted_late, check.refused, check.batches) == (
+        3,
+        0,
+        len(list((plan.checkpoint / "commits").glob("[0-9]*"))),
+    )
 
     # Replay from offset 0 into a new checkpoint and table (a new home) gives the same table: the
     # replay reads the same records in one batch, so only the records that were late are compared.
@@ -153,6 +163,23 @@ def test_order_lateness_and_restarts(spark: Any, lines: Lines, run_config: Any, 
     replayed = rows(fresh)
     late = {(0, "A"), (2 * MINUTE, "B"), (3 * MINUTE, "D")}
     assert [r for r in replayed if r[:2] not in late] == [r for r in expected if r[:2] not in late]
+    assert verify_aggregate(spark, fresh).difference_count == 0
+
+    # A table that drifted from its source: one value changed, one window lost.
+    table = table_path(fresh)
+    spark.sql(f"UPDATE delta.`{table}` SET units = 99 WHERE sku = 'D'")
+    spark.sql(
+        f"DELETE FROM delta.`{table}` WHERE sku = 'B' AND window_start > timestamp_millis({T0 + MINUTE})"
+    )
+    drifted = verify_aggregate(spark, fresh)
+    assert drifted.difference_count == 2
+    by_sku = {d.key["sku"]: d for d in drifted.differences}
+    assert by_sku["D"].expected is not None and by_sku["D"].expected["units"] == "9"
+    assert by_sku["D"].found is not None and by_sku["D"].found["units"] == "99"
+    lost = by_sku["B"].expected
+    assert (
+        lost is not None and (lost["units"], lost["top_price"]) == ("9", "999") and by_sku["B"].found is None
+    )
 
 
 def test_changed_window_refused(spark: Any, lines: Lines, run_config: Any) -> None:
@@ -207,6 +234,8 @@ def test_refused_records_counted(spark: Any, lines: Lines, run_config: Any, endp
     final = drive(spark, plan)
     assert rows(plan) == [(0, "A", 1, 1, 100)]
     assert final.refused == 4 and final.late_dropped == 0
+    check = verify_aggregate(spark, plan)
+    assert (check.difference_count, check.refused, check.counted_refused) == (0, 4, 4)
 
 
 FOREIGN_SCHEMA = json.dumps({"type": "record", "name": "Foreign", "fields": [{"name": "n", "type": "long"}]})
@@ -254,6 +283,12 @@ def test_kill_after_merge_then_restart(lines: Lines, run_config: Any, endpoints:
         env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert "LATE" in table.stdout.splitlines()[0]
+    verified = subprocess.run(
+        [*argv[:5], "verify", "sku_per_minute", "--topic", lines.topic],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert verified.returncode == 0, verified.stderr[-3000:]
+    assert "0 difference(s)" in verified.stdout and "refused: 0 record(s)" in verified.stdout
     # The same name with a wider window, from the command line: refused before a session or a write.
     (tmp_path / "wider_skus.py").write_text(
         "import dataclasses\n"
@@ -282,6 +317,8 @@ def test_sliding_windows(spark: Any, lines: Lines, run_config: Any) -> None:
     )
     drive(spark, plan)
     assert rows(plan) == [(0, "A", 1, 1, 100), (MINUTE, "A", 2, 3, 300), (2 * MINUTE, "A", 1, 2, 300)]
+    check = verify_aggregate(spark, plan)
+    assert (check.difference_count, check.windows, check.late_pairs) == (0, 3, 0)
 
 
 def test_event_time_from_a_field(spark: Any, lines: Lines, run_config: Any) -> None:
