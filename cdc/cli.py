@@ -76,16 +76,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     configure_cli_logging(logging.WARNING)
-    endpoints = Endpoints.from_env().with_overrides(
-        kafka_bootstrap_servers=getattr(args, "bootstrap_servers", None),
-        kafka_connect_url=getattr(args, "connect_url", None),
-        pg_dsn=getattr(args, "pg_dsn", None),
-        schema_registry_url=getattr(args, "registry_url", None),
-    )
     out = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     handler: Callable[[argparse.Namespace, Endpoints, Console], int] = args.handler
     try:
+        # inside the try: a refused Kafka client config (KAFKA_CLIENT_*) is reported like any refusal
+        endpoints = Endpoints.from_env().with_overrides(
+            kafka_bootstrap_servers=getattr(args, "bootstrap_servers", None),
+            kafka_connect_url=getattr(args, "connect_url", None),
+            pg_dsn=getattr(args, "pg_dsn", None),
+            schema_registry_url=getattr(args, "registry_url", None),
+        )
         return handler(args, endpoints, out)
     except ConnectorConfigInvalid as exc:
         _print_field_errors(err, exc.field_errors, f"connector {exc.connector!r} not registered")
@@ -266,7 +267,9 @@ def _replication_problems(spec: ConnectorSpec, ep: Endpoints) -> list[tuple[str,
     if wanted is None:
         return []
     problem = replication_problem(
-        wanted, live_brokers(ep.kafka_bootstrap_servers), "topics.replication_factor"
+        wanted,
+        live_brokers(ep.kafka_bootstrap_servers, client_config=ep.kafka_client),
+        "topics.replication_factor",
     )
     return [("topics.replication_factor", problem)] if problem else []
 
@@ -409,7 +412,8 @@ def _tail(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
             "group.id": "cdc-tail",  # assign() only; nothing is committed, so the group is never used
             "enable.auto.commit": False,
             "enable.partition.eof": False,
-        }
+        },
+        client_config=ep.kafka_client,
     )
     registry = RegistryClient(ep.schema_registry_url)  # asked only when an Avro record arrives
     stop = _Stop()
@@ -469,6 +473,7 @@ def _health(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
             connect=connect,
             pg_dsn=ep.pg_dsn,
             bootstrap_servers=ep.kafka_bootstrap_servers,
+            kafka_client=ep.kafka_client,
             registry_url=ep.schema_registry_url,
             threshold_bytes=args.warn_bytes,
             only=args.name,

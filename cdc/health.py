@@ -19,6 +19,7 @@ import psycopg
 from cdc.connect_client import ConnectClient, ConnectorStatus
 from cdc.connector_spec import OVERSIZE_TRANSFORM, POSTGRES_CONNECTOR_CLASS
 from cdc.schema_refusal import explained_cause
+from kafkakit.client_config import KafkaClientConfig
 from kafkakit.clients import make_consumer
 
 DEFAULT_RETAINED_WAL_WARN_BYTES = 1024**3
@@ -152,14 +153,21 @@ def read_slots(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[SlotInfo, 
     )
 
 
-def topic_ends(bootstrap_servers: str, topics: Sequence[str], timeout: float = 10.0) -> tuple[TopicEnd, ...]:
+def topic_ends(
+    bootstrap_servers: str,
+    topics: Sequence[str],
+    timeout: float = 10.0,
+    *,
+    client_config: KafkaClientConfig | None = None,
+) -> tuple[TopicEnd, ...]:
     """High watermarks of every partition of `topics` (missing topics are skipped)."""
     from confluent_kafka import TopicPartition
 
     if not topics:
         return ()
     consumer = make_consumer(
-        {"bootstrap.servers": bootstrap_servers, "group.id": "cdc-health", "enable.auto.commit": False}
+        {"bootstrap.servers": bootstrap_servers, "group.id": "cdc-health", "enable.auto.commit": False},
+        client_config=client_config,
     )
     try:
         meta = consumer.list_topics(timeout=timeout).topics
@@ -180,6 +188,7 @@ def collect(
     connect: ConnectClient,
     pg_dsn: str,
     bootstrap_servers: str,
+    kafka_client: KafkaClientConfig | None = None,
     registry_url: str,
     threshold_bytes: int = DEFAULT_RETAINED_WAL_WARN_BYTES,
     only: str | None = None,
@@ -196,7 +205,7 @@ def collect(
         oversize_topic = config.get(f"transforms.{OVERSIZE_TRANSFORM}.topic")
         # Connect lists the oversize topic among the connector's topics once it has written to it.
         watched = dict.fromkeys([*connect.topics(name), *([oversize_topic] if oversize_topic else [])])
-        ends = topic_ends(bootstrap_servers, list(watched))
+        ends = topic_ends(bootstrap_servers, list(watched), client_config=kafka_client)
         status = connect.status(name)
         connectors.append(
             ConnectorHealth(

@@ -363,7 +363,9 @@ def cmd_replay(args: argparse.Namespace, config: StoreConfig) -> int:
         until = {p: n for _, p, n in parse_partition_offsets(args.until_offset).by_partition}
     if args.to_stdout:
         with closing(HttpRegistry(config.schema_registry_url)) as registry:
-            for msg in read_records(config.bootstrap_servers, topic, start, until):
+            for msg in read_records(
+                config.bootstrap_servers, topic, start, until, client_config=config.kafka_client
+            ):
                 print(dumps(as_json(msg, registry)), flush=True)
         return 0
     with Progress(console=err, disable=args.json) as progress:
@@ -375,6 +377,7 @@ def cmd_replay(args: argparse.Namespace, config: StoreConfig) -> int:
             args.to_topic,
             until=until,
             on_batch=lambda n: progress.advance(task, n),
+            client_config=config.kafka_client,
         )
     if args.json:
         print(

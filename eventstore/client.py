@@ -111,13 +111,18 @@ class EventStoreClient(Generic[S]):
                 # `send`s leave grouped, in fewer requests for the broker.
                 "linger.ms": 5,
                 "message.timeout.ms": max(1000, int(config.reply_timeout_s * 1000)),
-            }
+            },
+            client_config=config.kafka_client,
         )
         self._delivery_errors: dict[str, KafkaError] = {}
-        self._replies = reader(config.bootstrap_servers)
+        self._replies = reader(config.bootstrap_servers, client_config=config.kafka_client)
         try:
             _, hi = end_offsets(self._replies, config.replies_topic, self.reply_partition, timeout=10)
         except KafkaException as exc:
+            # Closing serves the consumer's callbacks: a refused login or broker certificate, which
+            # librdkafka reports only there, is raised as KafkaAccessRefused (kafkakit.clients), naming
+            # the setting to fix, instead of this timeout.
+            self._replies.close()
             raise OutcomeUnknown(
                 f"Kafka at {config.bootstrap_servers} is unreachable ({exc}); nothing was sent",
                 command_id="",

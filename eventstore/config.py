@@ -13,6 +13,7 @@ from typing import Any
 
 from eventstore.dedup import DEFAULT_MAX_OUTCOMES, DEFAULT_WINDOW_MS
 from eventstore.errors import EventStoreError
+from kafkakit.client_config import PLAINTEXT, KafkaClientConfig
 from kafkakit.settings import Endpoints
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
@@ -32,6 +33,8 @@ class StoreConfig:
     name: str = "orders"
     bootstrap_servers: str = Endpoints().kafka_bootstrap_servers
     schema_registry_url: str = Endpoints().schema_registry_url
+    # The security settings of every Kafka client the store builds (KAFKA_CLIENT_CONFIG, KAFKA_CLIENT_*)
+    kafka_client: KafkaClientConfig = PLAINTEXT
     partitions: int = 6
     # None: the cluster's default.replication.factor (the brokers' min.insync.replicas applies too)
     replication_factor: int | None = None
@@ -73,6 +76,7 @@ class StoreConfig:
         found: dict[str, Any] = {
             "bootstrap_servers": endpoints.kafka_bootstrap_servers,
             "schema_registry_url": endpoints.schema_registry_url,
+            "kafka_client": endpoints.kafka_client,
         }
         for attr, name, kind in (
             ("name", "EVENTSTORE_NAME", str),
@@ -94,7 +98,8 @@ class StoreConfig:
         return cls(**found)
 
     def as_env(self) -> dict[str, str]:
-        """This config as the environment `from_env` reads (for an `eventstore` CLI subprocess)."""
+        """This config as the environment `from_env` reads (for an `eventstore` CLI subprocess; it holds
+        the Kafka client's passwords, if any: never print it)."""
         env = {
             "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap_servers,
             "SCHEMA_REGISTRY_URL": self.schema_registry_url,
@@ -111,7 +116,7 @@ class StoreConfig:
             "EVENTSTORE_DLQ_TOPIC": self.dlq_topic,
             "EVENTSTORE_REPLICATION_FACTOR": self.replication_factor,
         }
-        return env | {k: str(v) for k, v in optional.items() if v}
+        return env | {k: str(v) for k, v in optional.items() if v} | self.kafka_client.as_env()
 
     def with_overrides(self, **flags: Any) -> StoreConfig:
         """Apply CLI flags (None = not given) over env and defaults."""

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from eventstore.errors import EventStoreError
+from kafkakit.client_config import KafkaClientConfig
 from kafkakit.clients import make_consumer
 from kafkakit.positions import StartPosition, resolve
 
@@ -90,8 +91,8 @@ def until_failover_ends(
         on_retry()
 
 
-def reader(bootstrap: str, **extra: Any) -> Consumer:
-    """A group-less consumer for assign()-based reads."""
+def reader(bootstrap: str, *, client_config: KafkaClientConfig | None = None, **extra: Any) -> Consumer:
+    """A group-less consumer for assign()-based reads, with `client_config`'s security settings."""
     config = {
         "bootstrap.servers": bootstrap,
         "group.id": "eventstore-reader",  # required by the client; never used to commit
@@ -100,7 +101,7 @@ def reader(bootstrap: str, **extra: Any) -> Consumer:
         **READ_COMMITTED,
         **extra,
     }
-    return make_consumer(config)
+    return make_consumer(config, client_config=client_config)
 
 
 def take(consumer: Consumer, limit: int, timeout: float) -> list[Message]:

@@ -204,7 +204,7 @@ class CommandProcessor(Generic[S]):
             # Offsets are committed only inside the transaction (send_offsets_to_transaction).
             **READ_COMMITTED,
         }
-        self._consumer = make_consumer(self._consumer_settings)
+        self._consumer = make_consumer(self._consumer_settings, client_config=self.config.kafka_client)
         self._rejoined_at = -REJOIN_GUARD_S
         self._txn_since: float | None = None  # monotonic start of the open transaction, if one is open
         self._producers = tuple(
@@ -224,12 +224,13 @@ class CommandProcessor(Generic[S]):
                     # stall a whole batch.
                     "retry.backoff.ms": 2,
                     "retry.backoff.max.ms": 200,
-                }
+                },
+                client_config=config.kafka_client,
             )
             for turn in range(2)
         )
         self._producer = self._producers[0]
-        self._reader = reader(config.bootstrap_servers)
+        self._reader = reader(config.bootstrap_servers, client_config=config.kafka_client)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -320,7 +321,7 @@ class CommandProcessor(Generic[S]):
         self._on_revoke(self._consumer, [TopicPartition(self.config.commands_topic, p) for p in self._owned])
         with contextlib.suppress(KafkaException, RuntimeError):
             self._consumer.close()
-        self._consumer = make_consumer(self._consumer_settings)
+        self._consumer = make_consumer(self._consumer_settings, client_config=self.config.kafka_client)
         self._subscribe()
 
     def _forget_partition(self, partition: int) -> None:

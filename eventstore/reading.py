@@ -34,7 +34,7 @@ class EventReader(Generic[S]):
         self.config = config
         self.aggregate = aggregate
         self.serde = serde
-        self._consumer = reader(config.bootstrap_servers)
+        self._consumer = reader(config.bootstrap_servers, client_config=config.kafka_client)
         self._dlq: Producer | None = None
 
     def close(self) -> None:
@@ -95,7 +95,7 @@ class EventReader(Generic[S]):
         after that many seconds without a record.
         """
         topic = self.config.events_topic
-        consumer = reader(self.config.bootstrap_servers)
+        consumer = reader(self.config.bootstrap_servers, client_config=self.config.kafka_client)
         try:
             ranges = concrete_ranges(consumer, topic, start)
             # Partitions already at their end never report a position; they are done from the start.
@@ -128,7 +128,8 @@ class EventReader(Generic[S]):
             raise exc
         if self._dlq is None:
             self._dlq = make_producer(
-                {"bootstrap.servers": self.config.bootstrap_servers, "enable.idempotence": True}
+                {"bootstrap.servers": self.config.bootstrap_servers, "enable.idempotence": True},
+                client_config=self.config.kafka_client,
             )
         headers = [
             *raw_pairs(msg.headers()),

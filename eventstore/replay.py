@@ -26,6 +26,7 @@ from eventstore.errors import ReplayError
 from eventstore.kafkaio import READ_COMMITTED, concrete_ranges, partitions_of, read_range, reader, take
 from eventstore.registry import Registry
 from eventstore.serde import decode_any, raw_pairs
+from kafkakit.client_config import KafkaClientConfig
 from kafkakit.clients import admin_client, make_consumer, make_producer
 from kafkakit.positions import StartPosition
 
@@ -52,7 +53,9 @@ def plan(
     return ranges
 
 
-def _ensure_destination(bootstrap: str, src: str, dst: str, consumer: Consumer) -> None:
+def _ensure_destination(
+    bootstrap: str, src: str, dst: str, consumer: Consumer, client_config: KafkaClientConfig | None
+) -> None:
     src_parts = len(partitions_of(consumer, src))
     meta = consumer.list_topics(dst, timeout=10).topics.get(dst)
     if meta is not None and meta.error is None and meta.partitions:
@@ -63,7 +66,7 @@ def _ensure_destination(bootstrap: str, src: str, dst: str, consumer: Consumer) 
             )
         return
     config = {"retention.ms": "-1"}
-    with admin_client({"bootstrap.servers": bootstrap}) as admin:
+    with admin_client({"bootstrap.servers": bootstrap}, client_config=client_config) as admin:
         # -1: the cluster's default.replication.factor, as the store's own topics
         for future in admin.create_topics([NewTopic(dst, src_parts, -1, config=config)]).values():
             try:
@@ -82,22 +85,26 @@ def replay_to_topic(
     until: dict[int, int] | None = None,
     on_batch: Callable[[int], None] | None = None,
     transaction_timeout_ms: int = 60_000,
+    client_config: KafkaClientConfig | None = None,
 ) -> ReplayReport:
     if src == dst:
         raise ReplayError("source and destination are the same topic; replay into a new topic")
     group = f"eventstore-replay.{src}.{dst}"
-    consumer = make_consumer({"bootstrap.servers": bootstrap, "group.id": group, **READ_COMMITTED})
+    consumer = make_consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, **READ_COMMITTED}, client_config=client_config
+    )
     producer = make_producer(
         {
             "bootstrap.servers": bootstrap,
             # Stable id: a re-run fences the crashed run and aborts its open transaction.
             "transactional.id": group,
             "transaction.timeout.ms": transaction_timeout_ms,
-        }
+        },
+        client_config=client_config,
     )
     report = ReplayReport()
     try:
-        _ensure_destination(bootstrap, src, dst, consumer)
+        _ensure_destination(bootstrap, src, dst, consumer, client_config)
         ranges = plan(consumer, src, start, until)
         producer.init_transactions(30)
         committed = consumer.committed([TopicPartition(src, p) for p in ranges], timeout=30)
@@ -157,10 +164,15 @@ def _copy(producer: Producer, consumer: Consumer, dst: str, src: str, batch: lis
 
 
 def read_records(
-    bootstrap: str, src: str, start: StartPosition, until: dict[int, int] | None = None
+    bootstrap: str,
+    src: str,
+    start: StartPosition,
+    until: dict[int, int] | None = None,
+    *,
+    client_config: KafkaClientConfig | None = None,
 ) -> Iterator[Message]:
     """Committed records of the range, partition by partition in offset order."""
-    consumer = reader(bootstrap)
+    consumer = reader(bootstrap, client_config=client_config)
     try:
         for partition, (first, end) in sorted(plan(consumer, src, start, until).items()):
             yield from read_range(consumer, src, partition, first, end)

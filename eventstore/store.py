@@ -265,7 +265,15 @@ class EventStore(Generic[S]):
         """
         source = self.config.events_topic if topic is None else topic
         bootstrap = self.config.bootstrap_servers
-        return replay_to_topic(bootstrap, source, start, to_topic, until=until, on_batch=on_batch)
+        return replay_to_topic(
+            bootstrap,
+            source,
+            start,
+            to_topic,
+            until=until,
+            on_batch=on_batch,
+            client_config=self.config.kafka_client,
+        )
 
     def dump(
         self, start: StartPosition, *, topic: str | None = None, until: dict[int, int] | None = None
@@ -283,7 +291,9 @@ class EventStore(Generic[S]):
             ReplayError: the range names no partition being read.
         """
         source = self.config.events_topic if topic is None else topic
-        for msg in read_records(self.config.bootstrap_servers, source, start, until):
+        for msg in read_records(
+            self.config.bootstrap_servers, source, start, until, client_config=self.config.kafka_client
+        ):
             yield as_json(msg, self.registry)
 
 

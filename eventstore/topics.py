@@ -87,7 +87,9 @@ def specs(config: StoreConfig) -> tuple[TopicSpec, ...]:
 
 def ensure_topics(config: StoreConfig, timeout: float = 30.0) -> list[tuple[str, str]]:
     """Create missing topics; verify existing ones. Returns (topic, 'created'|'exists') pairs."""
-    with admin_client({"bootstrap.servers": config.bootstrap_servers}) as admin:
+    with admin_client(
+        {"bootstrap.servers": config.bootstrap_servers}, client_config=config.kafka_client
+    ) as admin:
         try:
             existing = admin.list_topics(timeout=timeout).topics
         except KafkaException as exc:

@@ -10,19 +10,21 @@ Public API (imported on first use, so `import kafkakit.errors` loads no Kafka cl
     >>> consumer = make_consumer({"bootstrap.servers": endpoints.kafka_bootstrap_servers,
     ...                           "group.id": "mine"})  # librdkafka's log lines go to `logging`
 
-- `Endpoints`: where the services answer (`from_env`, `with_overrides`, `as_env`).
+- `Endpoints`: where the services answer (`from_env`, `with_overrides`, `as_env`), with
+  `kafka_client`, the `KafkaClientConfig` (SASL/TLS from KAFKA_CLIENT_CONFIG and KAFKA_CLIENT_*) every
+  Kafka client is built with: `make_consumer(settings, client_config=endpoints.kafka_client)`.
 - `StartPosition` (`Edge` | `Offsets` | `Timestamp`) and its parsers: where to start reading a topic.
 - `make_producer`, `make_consumer`, `make_admin`, `admin_client`: confluent-kafka clients that log
   through Python logging; `configure_cli_logging` for a command line's stderr.
 - `ToolkitError`, the root of every error the toolkit raises on purpose; `ConfigError`,
-  `BadStartPosition`.
+  `BadStartPosition`, `KafkaAccessRefused` (a refused login or broker certificate).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkakit.errors import BadStartPosition, ConfigError, ToolkitError
+from kafkakit.errors import BadStartPosition, ConfigError, KafkaAccessRefused, ToolkitError
 from kafkakit.exports import lazy_exports
 
 __all__ = [
@@ -30,6 +32,8 @@ __all__ = [
     "ConfigError",
     "Edge",
     "Endpoints",
+    "KafkaAccessRefused",
+    "KafkaClientConfig",
     "Offsets",
     "StartPosition",
     "Timestamp",
@@ -45,6 +49,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from kafkakit.client_config import KafkaClientConfig
     from kafkakit.clients import admin_client, make_admin, make_consumer, make_producer
     from kafkakit.logs import configure_cli_logging
     from kafkakit.positions import (
@@ -62,6 +67,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     __all__,
     {
+        "kafkakit.client_config": ("KafkaClientConfig",),
         "kafkakit.clients": ("admin_client", "make_admin", "make_consumer", "make_producer"),
         "kafkakit.logs": ("configure_cli_logging",),
         "kafkakit.positions": (

@@ -11,5 +11,13 @@ class ConfigError(ToolkitError):
     """A setting is missing or malformed."""
 
 
+class KafkaClientConfigInvalid(ConfigError):
+    """A Kafka client security setting is unknown, inconsistent, untranslatable or names a missing file."""
+
+
 class BadStartPosition(ToolkitError):
     """A start position (offsets, timestamp) cannot be parsed or does not exist in the topic."""
+
+
+class KafkaAccessRefused(ConfigError):
+    """A Kafka broker refused the client's credentials or the client refused the broker's certificate."""

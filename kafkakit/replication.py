@@ -3,6 +3,7 @@ refuses each topic on its own and a set of topics would be left half-created."""
 
 from __future__ import annotations
 
+from kafkakit.client_config import KafkaClientConfig
 from kafkakit.clients import admin_client
 
 
@@ -17,6 +18,8 @@ def replication_problem(replication_factor: int | None, live_brokers: int, setti
     )
 
 
-def live_brokers(bootstrap: str, timeout: float = 30.0) -> int:
-    with admin_client({"bootstrap.servers": bootstrap}) as admin:
+def live_brokers(
+    bootstrap: str, timeout: float = 30.0, *, client_config: KafkaClientConfig | None = None
+) -> int:
+    with admin_client({"bootstrap.servers": bootstrap}, client_config=client_config) as admin:
         return len(admin.list_topics(timeout=timeout).brokers)

@@ -1,14 +1,17 @@
 """Endpoint settings shared by all three packages.
 
 The environment is read only in `Endpoints.from_env`; CLI flags override it through `with_overrides`.
+Kafka's address comes with the security settings every Kafka client is built with (`kafka_client`,
+kafkakit.client_config: KAFKA_CLIENT_CONFIG and KAFKA_CLIENT_*).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
+from kafkakit.client_config import PLAINTEXT, KafkaClientConfig
 from kafkakit.errors import ConfigError
 
 ENV_NAMES = {
@@ -29,20 +32,25 @@ class Endpoints:
     pg_dsn: str = "postgresql://postgres@127.0.0.1:55432/postgres"
     redis_url: str = "redis://127.0.0.1:16379/0"
     schema_registry_url: str = "http://127.0.0.1:18080/apis/ccompat/v7"
+    # How every Kafka client (confluent-kafka's and Spark's) authenticates and encrypts
+    kafka_client: KafkaClientConfig = PLAINTEXT
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Endpoints:
         env = os.environ if environ is None else environ
         found = {attr: env[name] for attr, name in ENV_NAMES.items() if env.get(name)}
-        return cls(**found)
+        return cls(**found, kafka_client=KafkaClientConfig.from_env(env))
 
     def with_overrides(self, **flags: str | None) -> Endpoints:
         """Apply CLI flags (None = not given) over env and defaults."""
-        known = {f.name for f in fields(self)}
+        known = set(ENV_NAMES)  # string settings only; the Kafka client config comes from from_env
         unknown = set(flags) - known
         if unknown:
             raise ConfigError(f"unknown endpoint setting(s) {sorted(unknown)}; known: {sorted(known)}")
-        return replace(self, **{k: v for k, v in flags.items() if v is not None})
+        given: dict[str, str] = {k: v for k, v in flags.items() if v is not None}
+        return replace(self, **given)  # type: ignore[arg-type]  # every key is a str field (ENV_NAMES)
 
     def as_env(self) -> dict[str, str]:
-        return {name: getattr(self, attr) for attr, name in ENV_NAMES.items()}
+        """The variables `from_env` reads back (for a child process; the Kafka client's passwords
+        included, so never printed)."""
+        return {name: getattr(self, attr) for attr, name in ENV_NAMES.items()} | self.kafka_client.as_env()

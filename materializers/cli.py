@@ -215,7 +215,10 @@ def _start(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     config = _config(args)
     bootstrap = config.endpoints.kafka_bootstrap_servers
-    measured = [lag.with_lag(job, bootstrap) for job in lifecycle.jobs(config)]
+    measured = [
+        lag.with_lag(job, bootstrap, client_config=config.endpoints.kafka_client)
+        for job in lifecycle.jobs(config)
+    ]
     rows = [{**asdict(job), "state": lifecycle.state(job), "total_lag": job.total_lag} for job in measured]
     if args.json:
         print(json.dumps(rows, indent=2, sort_keys=True))
@@ -286,7 +289,9 @@ def _rebuild(args: argparse.Namespace) -> int:
     plan = generations.resolve(spec, config)
     for view in plan.views():
         view.check()
-    partitions = topic_partitions(config.endpoints.kafka_bootstrap_servers, plan.topic)
+    partitions = topic_partitions(
+        config.endpoints.kafka_bootstrap_servers, plan.topic, client_config=config.endpoints.kafka_client
+    )
     positions.spark_start_options(begin, {plan.topic: partitions})
     spark_session.require_master(config.master)
     spark = spark_session.build(config.master, f"materializer-{spec.name}-rebuild")

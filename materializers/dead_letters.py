@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kafkakit.client_config import PLAINTEXT, KafkaClientConfig
 from kafkakit.limits import DEAD_LETTER_MAX_RECORD_BYTES, producer_buffer_bytes
 from materializers.views.redis_cache import REJECT_DDL, Reject
 
@@ -36,7 +37,14 @@ def rejects_frame(batch: DataFrame, rejects: Sequence[Reject]) -> DataFrame:
     )
 
 
-def write(errors: DataFrame, *, bootstrap: str, topic: str, materializer: str) -> None:
+def write(
+    errors: DataFrame,
+    *,
+    bootstrap: str,
+    topic: str,
+    materializer: str,
+    client_config: KafkaClientConfig = PLAINTEXT,
+) -> None:
     """Write error rows (key, value, topic, partition, offset, error) to the dead-letter topic."""
     from pyspark.sql import functions as F
 
@@ -57,6 +65,7 @@ def write(errors: DataFrame, *, bootstrap: str, topic: str, materializer: str) -
     (
         out.write.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
+        .options(**client_config.spark_options())  # the Java client's SASL/TLS settings
         .option("topic", topic)
         .option("kafka.max.request.size", str(DEAD_LETTER_MAX_RECORD_BYTES))
         .option("kafka.buffer.memory", str(producer_buffer_bytes(DEAD_LETTER_MAX_RECORD_BYTES)))

@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
+from kafkakit.client_config import KafkaClientConfig
 from kafkakit.clients import admin_client
 from kafkakit.limits import DEAD_LETTER_MAX_RECORD_BYTES
 from kafkakit.positions import StartPosition, parse_offsets_json
@@ -125,8 +126,10 @@ def pinned_start(plan: JobPlan) -> StartPosition | None:
     return parse_offsets_json(json.dumps(pinned)) if pinned else None
 
 
-def topic_partitions(bootstrap: str, topic: str) -> list[int]:
-    with admin_client({"bootstrap.servers": bootstrap}) as admin:
+def topic_partitions(
+    bootstrap: str, topic: str, *, client_config: KafkaClientConfig | None = None
+) -> list[int]:
+    with admin_client({"bootstrap.servers": bootstrap}, client_config=client_config) as admin:
         meta = admin.list_topics(timeout=10)
     found = meta.topics.get(topic)
     if found is None or found.error is not None:
@@ -136,12 +139,12 @@ def topic_partitions(bootstrap: str, topic: str) -> list[int]:
     return sorted(found.partitions)
 
 
-def ensure_topic(bootstrap: str, topic: str) -> None:
+def ensure_topic(bootstrap: str, topic: str, *, client_config: KafkaClientConfig | None = None) -> None:
     """Create the dead-letter topic if missing (this broker does not auto-create topics)."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-    with admin_client({"bootstrap.servers": bootstrap}) as admin:
+    with admin_client({"bootstrap.servers": bootstrap}, client_config=client_config) as admin:
         if topic in admin.list_topics(timeout=10).topics:
             return
         try:
@@ -208,9 +211,10 @@ class Job:
         for view in self.views:
             view.check()
         bootstrap = self.plan.config.endpoints.kafka_bootstrap_servers
-        topic_partitions(bootstrap, self.plan.topic)
+        kafka_client = self.plan.config.endpoints.kafka_client
+        topic_partitions(bootstrap, self.plan.topic, client_config=kafka_client)
         self.app_id = claim_checkpoint(self.plan)
-        ensure_topic(bootstrap, self.plan.dlq_topic)
+        ensure_topic(bootstrap, self.plan.dlq_topic, client_config=kafka_client)
         for view in self.views:
             view.prepare(self.spark)
 
@@ -463,6 +467,7 @@ class Job:
         dead_letters.write(
             errors,
             bootstrap=self.plan.config.endpoints.kafka_bootstrap_servers,
+            client_config=self.plan.config.endpoints.kafka_client,
             topic=self.plan.dlq_topic,
             materializer=self.plan.spec.name,
         )
@@ -497,11 +502,16 @@ class Job:
 
 def source_stream(spark: SparkSession, plan: JobPlan, start: StartPosition) -> DataFrame:
     """The plan's topic as a streaming frame from `start` (a checkpoint that committed resumes instead)."""
-    bootstrap = plan.config.endpoints.kafka_bootstrap_servers
-    options = positions.spark_start_options(start, {plan.topic: topic_partitions(bootstrap, plan.topic)})
+    bootstrap, kafka_client = (
+        plan.config.endpoints.kafka_bootstrap_servers,
+        plan.config.endpoints.kafka_client,
+    )
+    partitions = topic_partitions(bootstrap, plan.topic, client_config=kafka_client)
+    options = positions.spark_start_options(start, {plan.topic: partitions})
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
+        .options(**kafka_client.spark_options())  # the Java client's SASL/TLS settings, as `kafka.*`
         .option("subscribe", plan.topic)
         .option("includeHeaders", "true")
         .options(**SOURCE_FETCH, **options)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException, TopicPartition
 
+from kafkakit.client_config import KafkaClientConfig
 from kafkakit.clients import make_consumer
 from materializers import checkpoint
 from materializers.errors import SourceUnavailable
@@ -20,35 +21,41 @@ from materializers.job import topic_partitions
 from materializers.status import JobStatus
 
 
-def end_offsets(bootstrap: str, topic: str) -> checkpoint.Offsets:
+def end_offsets(
+    bootstrap: str, topic: str, *, client_config: KafkaClientConfig | None = None
+) -> checkpoint.Offsets:
     """The topic's end offset (high watermark) per partition, now."""
     consumer = make_consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"materializers-lag-{uuid.uuid4().hex}"}
+        {"bootstrap.servers": bootstrap, "group.id": f"materializers-lag-{uuid.uuid4().hex}"},
+        client_config=client_config,
     )
     try:
         return {
             topic: {
                 str(p): int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
-                for p in topic_partitions(bootstrap, topic)
+                for p in topic_partitions(bootstrap, topic, client_config=client_config)
             }
         }
     finally:
         consumer.close()
 
 
-def measure(checkpoint_dir: Path, topic: str, bootstrap: str) -> dict[str, int] | None:
+def measure(
+    checkpoint_dir: Path, topic: str, bootstrap: str, *, client_config: KafkaClientConfig | None = None
+) -> dict[str, int] | None:
     """{"topic[p]": records behind}; None while nothing is committed (the start is not known yet)."""
     done = checkpoint.committed(checkpoint_dir)
     if done.batch_id < 0:
         return None
-    return checkpoint.behind(done.offsets, end_offsets(bootstrap, topic))
+    return checkpoint.behind(done.offsets, end_offsets(bootstrap, topic, client_config=client_config))
 
 
-def with_lag(job: JobStatus, bootstrap: str) -> JobStatus:
+def with_lag(job: JobStatus, bootstrap: str, *, client_config: KafkaClientConfig | None = None) -> JobStatus:
     """The job's status with its lag measured now (unknown when Kafka does not answer)."""
     if not job.topic or not job.checkpoint:
         return replace(job, lag=None)  # published by a driver older than this field
     try:
-        return replace(job, lag=measure(Path(job.checkpoint), job.topic, bootstrap))
+        lag = measure(Path(job.checkpoint), job.topic, bootstrap, client_config=client_config)
+        return replace(job, lag=lag)
     except (KafkaException, SourceUnavailable):
         return replace(job, lag=None)

@@ -45,7 +45,11 @@ def start_plans(plans: Sequence[JobPlan], begin: StartPosition, *, available_now
     for plan in plans:  # every check before anything is written
         for view in plan.views():  # built (and checked against the protocol) here, then checked
             view.check()
-        partitions = topic_partitions(plan.config.endpoints.kafka_bootstrap_servers, plan.topic)
+        partitions = topic_partitions(
+            plan.config.endpoints.kafka_bootstrap_servers,
+            plan.topic,
+            client_config=plan.config.endpoints.kafka_client,
+        )
         positions.spark_start_options(begin, {plan.topic: partitions})  # a bad position fails here
         if plan.spec.aggregate is not None:  # state built by another definition: refused here
             aggregate_job.check_state(plan)

@@ -71,7 +71,8 @@ def catch_up(spark: SparkSession, plan: JobPlan, start: StartPosition, deadline:
         if query.exception() is not None:
             raise NotCaughtUp(f"rebuild of {plan.spec.name} failed: {query.exception()}")
         done = checkpoint.committed(plan.checkpoint)
-        behind = checkpoint.lag(done.offsets, end_offsets(bootstrap, plan.topic))
+        ends = end_offsets(bootstrap, plan.topic, client_config=plan.config.endpoints.kafka_client)
+        behind = checkpoint.lag(done.offsets, ends)
         if behind == 0 or done.batch_id == before:
             return passes
         if time.monotonic() > deadline:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from kafkakit.client_config import KafkaClientConfig
 from kafkakit.clients import make_consumer
 from materializers import event_shape
 from materializers.avro_events import WriterSchemas
@@ -55,12 +56,15 @@ def cdc_truth(plan: JobPlan) -> Truth:
     )
 
 
-def read_topic(bootstrap: str, topic: str) -> Iterator[Any]:
+def read_topic(
+    bootstrap: str, topic: str, *, client_config: KafkaClientConfig | None = None
+) -> Iterator[Any]:
     """Every record of `topic` from the beginning to the end offsets as of now."""
     from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
     consumer = make_consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "materializers-verify", "enable.auto.commit": False}
+        {"bootstrap.servers": bootstrap, "group.id": "materializers-verify", "enable.auto.commit": False},
+        client_config=client_config,
     )
     try:
         meta = consumer.list_topics(topic, timeout=10).topics[topic]
@@ -95,7 +99,10 @@ def event_fold(plan: JobPlan) -> tuple[dict[str, dict[str, str]], int]:
 
     schemas = WriterSchemas(plan.config.endpoints.schema_registry_url)
     streams: dict[str, dict[int, tuple[str, dict[str, Any]]]] = {}
-    for msg in read_topic(plan.config.endpoints.kafka_bootstrap_servers, plan.topic):
+    endpoints = plan.config.endpoints
+    for msg in read_topic(
+        endpoints.kafka_bootstrap_servers, plan.topic, client_config=endpoints.kafka_client
+    ):
         value, headers = msg.value(), dict(msg.headers() or [])
         try:
             version = int(headers[event_shape.H_VERSION])

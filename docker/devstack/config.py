@@ -71,6 +71,8 @@ DEFAULT_PORTS = {
     "postgres": 55432,
     "kafka": 19092,
     "controller": 19093,
+    # the single node's SASL_SSL listener (devstack.kafka_security); the cluster has none
+    "kafka_secure": 19098,
     "connect": 18083,
     "redis": 16379,
     "registry": 18080,
@@ -79,7 +81,12 @@ DEFAULT_PORTS = {
     "opensearch_transport": 19300,
 }
 # Ports that belong to a service of another name (the service that must be running to hold them).
-PORT_OWNER = {"controller": "kafka", "registry_management": "registry", "opensearch_transport": "opensearch"}
+PORT_OWNER = {
+    "controller": "kafka",
+    "kafka_secure": "kafka",
+    "registry_management": "registry",
+    "opensearch_transport": "opensearch",
+}
 # The cluster topology's further processes, numbered as `numbered` names them.
 CLUSTER_PORTS = {
     "kafka_2": 19094,
@@ -102,6 +109,8 @@ CLUSTER_PORT_OWNER = {
 # Services started only when asked for (STACK_<NAME>=1): OpenSearch costs ~10 CPU-seconds to start
 # (~5 s more on a 2-core `make up`) and ~350 MB of RSS, and only the OpenSearch search backend needs it.
 OPTIONAL_SERVICES = ("opensearch",)
+# Ports only the single-node topology uses.
+SINGLE_ONLY_PORTS = ("kafka_secure",)
 
 
 DEFAULT_STATE_DIR = REPO_ROOT / ".stack"
@@ -159,7 +168,9 @@ class StackConfig:
 
     def port_names(self) -> dict[str, int]:
         """Every port this topology uses, with its default."""
-        return DEFAULT_PORTS | (CLUSTER_PORTS if self.topology == CLUSTER else {})
+        if self.topology == CLUSTER:
+            return {k: v for k, v in DEFAULT_PORTS.items() if k not in SINGLE_ONLY_PORTS} | CLUSTER_PORTS
+        return dict(DEFAULT_PORTS)
 
     @staticmethod
     def port_owner(port: str) -> str:

@@ -24,6 +24,10 @@ Installed with the toolkit and loaded by pytest through the `pytest11` entry poi
   `crash(run)` (or `process_groups.crash(run.process)`), `restart(run)`; its state is removed after.
 - `process_groups` -> `ProcessGroups`: start a process in a group of its own, `crash(p)` is kill -9 of
   the group and a wait until it is gone; survivors are killed after the test.
+- `secure_kafka` (session) -> `SecureKafka`: the local single-node stack's SASL_SSL listener (SCRAM
+  user, self-signed CA): `.bootstrap_servers`, `.client_config`, `.endpoints(base)`, `.env()`. Skips
+  the test where the stack has none (containers, external, the cluster); fails on a local single-node
+  stack whose Kafka was started before the listener existed (restart it).
 - `stack_faults` -> `StackFaults`: `crash("connect")`, `recover()`; whatever is still down is recovered
   after the test. Skipped on an external stack.
 
@@ -52,6 +56,7 @@ if TYPE_CHECKING:
     from devstack.connectors import ConnectorFactory
     from devstack.crash import ProcessGroups, StackFaults
     from devstack.event_stores import EventStoreFactory
+    from devstack.kafka_security import SecureKafka
     from devstack.materializer_runs import MaterializerFactory
     from devstack.session import StackHandle
     from devstack.topics import TopicFactory
@@ -83,6 +88,26 @@ def toolkit_stack(pytestconfig: pytest.Config) -> Iterator[StackHandle]:
         if handle is None:
             pytest.fail(refusal, pytrace=False)
         yield handle
+
+
+@pytest.fixture(scope="session")
+def secure_kafka(toolkit_stack: StackHandle) -> SecureKafka:
+    """The local stack's secured Kafka listener (devstack.kafka_security), from its env file."""
+    from devstack.config import StackConfig
+    from devstack.kafka_security import SecureKafka
+    from devstack.stack import read_env
+
+    config = StackConfig.from_env()
+    if not toolkit_stack.backend.startswith("local") or config.topology.name != "single":
+        pytest.skip(
+            f"no secured Kafka listener on this stack ({toolkit_stack.backend}): only the local single-node stack has one"
+        )
+    found = SecureKafka.from_stack_env(read_env(config.env_file)) if config.env_file.exists() else None
+    if found is None:  # a local stack whose Kafka started before the listener existed: not a pass
+        pytest.fail(
+            f"the local stack ({config.env_file}) has no secured Kafka listener: its Kafka was started before it existed; restart it (make down && make up)"
+        )
+    return found
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from devstack import opensearch, probes, spark_cluster
+from devstack import kafka_security, opensearch, probes, spark_cluster
 from devstack.artifacts import Artifacts
 from devstack.config import CLUSTER, SINGLE, StackConfig, Topology, numbered, port_key
 from devstack.errors import PrerequisiteMissing, StackError
@@ -58,6 +58,11 @@ class Context:
             "SCHEMA_REGISTRY_URL": f"http://127.0.0.1:{p['registry']}/apis/ccompat/v7",
             OPENSEARCH_ENV: f"http://127.0.0.1:{p['opensearch']}",
         }
+        if secured_listener(self):
+            found[kafka_security.SECURE_BOOTSTRAP_ENV] = f"127.0.0.1:{p['kafka_secure']}"
+            found[kafka_security.SECURE_CLIENT_CONFIG_ENV] = str(
+                kafka_security.client_properties_file(self.state)
+            )
         if topo.spark_workers:
             found[SPARK_MASTER_ENV] = f"spark://127.0.0.1:{p['spark_master']}"
             # The executors' Python: the workers' own environment (the toolkit installed from its
@@ -284,15 +289,20 @@ def kafka_properties(ctx: Context, node: int = 1) -> dict[str, object]:
     rf, min_isr = topo.replication_factor, topo.min_insync_replicas
     voters = ",".join(f"{i}@127.0.0.1:{p[controller_port(i)]}" for i in range(1, topo.kafka_nodes + 1))
     port, controller = p[kafka_port(node)], p[controller_port(node)]
+    # The single node also listens with SASL_SSL (devstack.kafka_security); PLAINTEXT stays the
+    # listener the brokers, Connect and the ordinary tests use.
+    secure = f",{kafka_security.LISTENER}://127.0.0.1:{p['kafka_secure']}" if topo == SINGLE else ""
+    secure_map = f",{kafka_security.LISTENER}:{kafka_security.LISTENER}" if secure else ""
     return {
         "process.roles": "broker,controller",
         "node.id": node,
         "controller.quorum.voters": voters,
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}{secure}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}{secure}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT{secure_map}",
+        **(kafka_security.broker_properties(ctx.state) if secure else {}),
         "log.dirs": ctx.state / numbered("kafka", node) / "data",
         "num.partitions": 3,
         # Topics are created on purpose with the right cleanup policy (compact for CDC, delete with
@@ -343,9 +353,19 @@ def cluster_id(ctx: Context) -> str:
     return path.read_text().strip()
 
 
+def secured_listener(ctx: Context) -> bool:
+    """True when the (single) Kafka node was started with the SASL_SSL listener: its server.properties
+    says so. A broker started before that listener existed keeps answering on PLAINTEXT only, and is
+    not taken for a broken one."""
+    props = ctx.state / "kafka" / "server.properties"
+    return ctx.topology == SINGLE and props.exists() and f"{kafka_security.LISTENER}://" in props.read_text()
+
+
 def prepare_kafka(ctx: Context, node: int = 1) -> None:
     home = ctx.state / numbered("kafka", node)
     props_file = home / "server.properties"
+    if ctx.topology == SINGLE:
+        kafka_security.prepare(ctx.state)
     _write_properties(props_file, kafka_properties(ctx, node))
     if (home / "data" / "meta.properties").exists():
         return
@@ -366,7 +386,12 @@ def kafka_command(ctx: Context, node: int = 1) -> list[str]:
 
 
 def probe_kafka(ctx: Context, node: int = 1) -> bool:
-    return probes.kafka(f"127.0.0.1:{ctx.ports[kafka_port(node)]}")
+    plaintext = f"127.0.0.1:{ctx.ports[kafka_port(node)]}"
+    if not probes.kafka(plaintext):
+        return False
+    if not secured_listener(ctx):
+        return True
+    return kafka_security.ready(plaintext, f"127.0.0.1:{ctx.ports['kafka_secure']}", ctx.state)
 
 
 def connect_properties(ctx: Context, worker: int = 1) -> dict[str, object]:
