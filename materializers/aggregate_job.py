@@ -22,9 +22,9 @@ Assumptions and limits (this milestone):
   (Avro bodies carry no fingerprint). A record of a schema registered later is refused until the
   job restarts.
 - Refused records (undecodable, unknown schema id, no event time, an event time more than
-  `max_ahead` past the batch's time) are counted in the status
-  (`refused`), not dead-lettered: the aggregation has one sink, and a second query for dead letters
-  is left for a later milestone. Records of event types the view does not read are skipped, uncounted.
+  `max_ahead` past the batch's time) are counted in the status (`refused`) and sent to the
+  dead-letter topic after their batch (aggregate_dead_letters). Records of event types the view
+  does not read are skipped, uncounted.
 - Late records: Spark's `numRowsDroppedByWatermark` per batch, summed in the status (`late_dropped`).
   Spark counts aggregated rows, not records: late records of one window and group in one batch count
   once (checked on Spark 4.2). Spark drops input by the watermark of the batch before (and evicts
@@ -40,52 +40,35 @@ import json
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import httpx
+from typing import TYPE_CHECKING
 
 from kafkakit.positions import StartPosition
-from kafkakit.subjects import every_subject
-from materializers import (
-    aggregate_batches,
-    avro_events,
-    checkpoint,
-    event_shape,
-    failpoints,
-    lifecycle,
-    status,
-)
+from materializers import aggregate_batches, checkpoint, failpoints, lifecycle, status
 from materializers.aggregate import (
-    ENVELOPE_TIME,
-    KAFKA_TIME,
-    OBSERVED,
     WINDOW_COLUMNS,
     AggregateView,
     batch_counts,
     check_compatible,
-    duration_ms,
     fingerprint,
-    spark_interval,
     state_record,
 )
+from materializers.aggregate_dead_letters import RefusedRecords
+from materializers.aggregate_plan import aggregate, learn_topic_schemas
 from materializers.avro_events import WriterSchemas
-from materializers.errors import BadAggregate, SourceUnavailable
-from materializers.job import Job, claim_checkpoint, source_stream, topic_partitions, triggered
+from materializers.errors import BadAggregate
+from materializers.job import Job, claim_checkpoint, ensure_topic, source_stream, topic_partitions, triggered
 from materializers.plan import JobPlan
 from materializers.timeline import StepClock
 from materializers.views.delta_warehouse import TXN_APP_ID, TXN_VERSION
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
 STATE_FILE = "aggregate.json"  # beside job.json in the checkpoint
 TABLE_DIR = "aggregate"  # the Delta table, in the plan's view directory
 FINGERPRINT_PROPERTY = "kafkatoolkit.aggregate.fingerprint"
-# The event store's envelope time header (eventstore/serde.py H_TIMESTAMP), epoch milliseconds.
-ENVELOPE_TIME_HEADER = "timestamp"
-EVENT_TIME = "_event_time"
 
 
 def job_for(spark: SparkSession, plan: JobPlan) -> Job | AggregateJob:
@@ -140,11 +123,12 @@ class AggregateJob:
         self.view = view_of(plan)
         self.schemas = WriterSchemas(plan.config.endpoints.schema_registry_url)
         self.app_id = ""
-        self.dead_letters = 0  # none in this milestone: refused records are counted (`refused`)
+        self.dead_letters = 0  # refused records sent to the dead-letter topic by this driver
         self.clock = StepClock()
         self.late_dropped = 0
         self.refused = 0
         self._accounted = -1  # the last batch id folded into the totals
+        self.refused_records = RefusedRecords(spark, plan, self.view)
         # Read now: the runner replaces the status with a fresh one before it calls `start`.
         self._previous = status.read(plan.job_dir)
 
@@ -153,7 +137,13 @@ class AggregateJob:
     def start(self, start: StartPosition, *, available_now: bool = False) -> StreamingQuery:
         """Check, build the query (Spark analyses it: a bad derived column fails here), claim the
         checkpoint, create the table, start. Nothing is written before the last check passed."""
-        topic_partitions(self.plan.config.endpoints.kafka_bootstrap_servers, self.plan.topic)
+        endpoints = self.plan.config.endpoints
+        topic_partitions(
+            endpoints.kafka_bootstrap_servers, self.plan.topic, client_config=endpoints.kafka_client
+        )
+        ensure_topic(
+            endpoints.kafka_bootstrap_servers, self.plan.dlq_topic, client_config=endpoints.kafka_client
+        )
         check_state(self.plan)
         self._learn_schemas()
         raw = source_stream(self.spark, self.plan, start)
@@ -185,6 +175,7 @@ class AggregateJob:
         # Batches up to the last committed one were counted by the driver that ran them (a driver
         # killed between a commit and its next status write loses that batch's counts).
         self._accounted = max(checkpoint.batch_ids(self.plan.checkpoint / "commits"), default=-1)
+        self.refused_records.resume(self._accounted)
 
     def _ensure_table(self) -> None:
         path = table_path(self.plan)
@@ -249,123 +240,6 @@ class AggregateJob:
                     self.late_dropped += dropped
                     self.refused += refused
                     self._accounted = batch
+                    self.refused_records.saw(batch, refused)
+        self.dead_letters += self.refused_records.send()
         return replace(current, late_dropped=self.late_dropped, refused=self.refused)
-
-
-def aggregate(raw: DataFrame, view: AggregateView, schemas: WriterSchemas) -> DataFrame:
-    """The streaming plan from raw Kafka rows to the aggregate's rows (window_start, window_end,
-    *group_by, *aggregations); refused records counted under the observation `OBSERVED`."""
-    from pyspark.sql import functions as F
-
-    decoded = events(raw, view, schemas)
-    # Judged against the batch's own timestamp (logged with its offsets, so a re-run batch judges alike).
-    refused = refusal(view, F.current_timestamp())
-    observed = decoded.observe(
-        OBSERVED, F.count(F.lit(1)).alias("records"), F.sum(F.when(refused, 1).otherwise(0)).alias("refused")
-    )
-    grouped = (
-        observed.where(~refused)
-        .withWatermark(EVENT_TIME, spark_interval(duration_ms(view.allowed_lateness, "allowed_lateness")))
-        .groupBy(window_of(view), *[F.col(f"`{g}`") for g in view.group_by])
-        .agg(*aggregations(view))
-    )
-    return output(grouped, view)
-
-
-def events(raw: DataFrame, view: AggregateView, schemas: WriterSchemas) -> DataFrame:
-    """The view's event types decoded (avro_events.decode), its derived columns and `EVENT_TIME`."""
-    from pyspark.sql import functions as F
-
-    types = view.source.event_types
-    # Other event types are not this view's business: skipped before decoding, not refused.
-    mine = raw.where(event_shape.event_type().isNull() | event_shape.event_type().isin(*types))
-    if view.event_time == ENVELOPE_TIME:  # decode passes the record's `timestamp` on as event_ts
-        envelope_ms = event_shape.header(ENVELOPE_TIME_HEADER).cast("long")
-        mine = mine.withColumn("timestamp", F.timestamp_millis(envelope_ms))
-    decoded = avro_events.decode(mine, schemas=schemas, wanted=dict(view.source.fields), event_types=types)
-    for derived in view.derived:
-        decoded = decoded.withColumn(derived.name, F.expr(derived.sql).cast(derived.type))
-    return decoded.withColumn(EVENT_TIME, _event_time(view, decoded))
-
-
-def refusal(view: AggregateView, now: Column) -> Column:
-    """Whether a decoded record is refused: undecodable, no event time, or further ahead of `now` than
-    `max_ahead` (a time far ahead would move the watermark past every real record)."""
-    from pyspark.sql import functions as F
-
-    ahead = now + F.expr(f"INTERVAL {duration_ms(view.max_ahead, 'max_ahead')} MILLISECONDS")
-    return F.col("error").isNotNull() | F.col(EVENT_TIME).isNull() | (F.col(EVENT_TIME) > ahead)
-
-
-def window_of(view: AggregateView) -> Column:
-    from pyspark.sql import functions as F
-
-    size = spark_interval(duration_ms(view.window, "window"))
-    slide = spark_interval(duration_ms(view.slide, "slide")) if view.slide else None
-    return F.window(EVENT_TIME, size, slide)
-
-
-def aggregations(view: AggregateView) -> list[Column]:
-    return [_aggregation(a.op, a.column).alias(a.output) for a in view.aggregations]
-
-
-def output(grouped: DataFrame, view: AggregateView) -> DataFrame:
-    """The table's columns from a frame grouped by `window` and the group keys."""
-    from pyspark.sql import functions as F
-
-    return grouped.select(
-        F.col("window.start").alias("window_start"),
-        F.col("window.end").alias("window_end"),
-        *[F.col(f"`{g}`") for g in view.group_by],
-        *[F.col(f"`{a.output}`") for a in view.aggregations],
-    )
-
-
-def _event_time(view: AggregateView, decoded: DataFrame) -> Column:
-    from pyspark.sql import functions as F
-
-    if view.event_time in (ENVELOPE_TIME, KAFKA_TIME):
-        return F.col("event_ts")
-    given = F.col(f"`{view.event_time}`")
-    kind = dict(decoded.dtypes)[view.event_time]
-    return F.timestamp_millis(given) if kind in ("bigint", "int") else given.cast("timestamp")
-
-
-def _aggregation(op: str, column: str) -> Column:
-    from pyspark.sql import functions as F
-
-    if op == "count":
-        return F.count(F.lit(1))
-    given = F.col(f"`{column}`")
-    if op == "approx_count_distinct":
-        return F.approx_count_distinct(given)
-    return {"sum": F.sum, "min": F.min, "max": F.max}[op](given)
-
-
-def learn_topic_schemas(schemas: WriterSchemas, topic: str) -> None:
-    """Fetch into `schemas` every writer schema of the subjects `<topic>-*`, and only those."""
-    for sid in sorted(set(_subject_ids(schemas.url, topic))):
-        schemas.get(sid)
-
-
-def _subject_ids(url: str, topic: str) -> list[int]:
-    """The ids of every version of the registry subjects `<topic>-*` (Confluent-compatible API)."""
-    base = url.rstrip("/")
-    try:
-        every = every_subject(lambda offset, limit: _get(f"{base}/subjects?offset={offset}&limit={limit}"))
-        subjects = [s for s in every if s.startswith(f"{topic}-")]
-        return [
-            int(_get(f"{base}/subjects/{subject}/versions/{version}")["id"])
-            for subject in subjects
-            for version in _get(f"{base}/subjects/{subject}/versions")
-        ]
-    except httpx.HTTPError as exc:
-        raise SourceUnavailable(
-            f"schema registry at {url} is unreachable ({exc}); start it or fix SCHEMA_REGISTRY_URL"
-        ) from exc
-
-
-def _get(url: str) -> Any:
-    reply = httpx.get(url, timeout=10.0)
-    reply.raise_for_status()
-    return reply.json()

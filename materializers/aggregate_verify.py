@@ -3,7 +3,7 @@ compared with the Delta table window by window.
 
 The recomputation reads the topic from the query's first offsets to the end offsets of the last
 committed batch (what the table reflects), decodes and refuses records as the stream does
-(`aggregate_job.events` / `refusal`, each record judged against its own batch's clock), places every
+(`aggregate_plan.events` / `refusal`, each record judged against its own batch's clock), places every
 record in the batch that read it (`aggregate_batches`) and drops, per (record, window), what Spark
 dropped as late: the window ended at or before the watermark that batch filtered late input by. The
 rest, grouped and aggregated alike, must equal the table: every window and group, every value (a
@@ -21,23 +21,14 @@ schema registered while it ran is decoded here and was refused there, a differen
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from materializers import aggregate_batches, checkpoint, status
 from materializers.aggregate import WINDOW_COLUMNS, AggregateView
-from materializers.aggregate_job import (
-    aggregations,
-    events,
-    learn_topic_schemas,
-    output,
-    refusal,
-    table_path,
-    view_of,
-    window_of,
-)
-from materializers.avro_events import WriterSchemas
+from materializers.aggregate_job import table_path, view_of
+from materializers.aggregate_plan import aggregations, output, refusal, window_of
+from materializers.aggregate_replay import placed
 from materializers.plan import JobPlan
 
 if TYPE_CHECKING:
@@ -87,11 +78,11 @@ def verify_aggregate(spark: SparkSession, plan: JobPlan) -> AggregateCheck:
     if not log:
         return AggregateCheck(0, 0, (), 0, 0, 0, 0, *counted)
     ranges = aggregate_batches.ranges(plan.topic, aggregate_batches.initial_offsets(plan.checkpoint), log)
-    placed = _placed(spark, plan, view, ranges, log[-1].ends)
+    found = placed(spark, plan, view, ranges)
     from pyspark.sql import functions as F
 
     refused = refusal(view, F.timestamp_millis(F.col("_ts")))
-    windows = placed.where(~refused).select("*", window_of(view).alias("window"))
+    windows = found.where(~refused).select("*", window_of(view).alias("window"))
     late = F.col("window.end") <= F.timestamp_millis(F.col("_late_wm"))
     groups = [F.col(f"`{g}`") for g in view.group_by]
     expected = output(windows.where(~late).groupBy("window", *groups).agg(*aggregations(view)), view)
@@ -104,44 +95,10 @@ def verify_aggregate(spark: SparkSession, plan: JobPlan) -> AggregateCheck:
         difference_count=count,
         late_pairs=late_rows.count(),
         late_windows=late_rows.select("window", *groups).distinct().count(),
-        refused=placed.where(refused).count(),
+        refused=found.where(refused).count(),
         counted_late=counted[0],
         counted_refused=counted[1],
     )
-
-
-def _placed(
-    spark: SparkSession,
-    plan: JobPlan,
-    view: AggregateView,
-    ranges: list[aggregate_batches.OffsetRange],
-    ends: checkpoint.Offsets,
-) -> DataFrame:
-    """The decoded records the committed batches read, each with its batch's `_late_wm` and `_ts`."""
-    from pyspark.sql import functions as F
-
-    schemas = WriterSchemas(plan.config.endpoints.schema_registry_url)
-    learn_topic_schemas(schemas, plan.topic)
-    raw = (
-        spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", plan.config.endpoints.kafka_bootstrap_servers)
-        .option("subscribe", plan.topic)
-        .option("includeHeaders", "true")
-        .option("startingOffsets", "earliest")
-        .option("endingOffsets", json.dumps({plan.topic: {p: o for p, o in ends[plan.topic].items()}}))
-        .load()
-    )
-    decoded = events(raw, view, schemas.trusting_cache())
-    batches = spark.createDataFrame(
-        [(r.partition, r.begin, r.end, r.batch, r.late_watermark_ms, r.timestamp_ms) for r in ranges],
-        "_part int, _begin long, _end long, _batch int, _late_wm long, _ts long",
-    )
-    inside = (
-        (F.col("src_partition") == F.col("_part"))
-        & (F.col("src_offset") >= F.col("_begin"))
-        & (F.col("src_offset") < F.col("_end"))
-    )
-    return decoded.join(F.broadcast(batches), inside)
 
 
 def _compare(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import crash_at_failpoint
+from conftest import crash_at_failpoint, read_all
 from records import OrderEvents, register_schema
 
 from kafkakit.positions import parse_start
@@ -25,6 +25,7 @@ from materializers import runner, status
 from materializers.aggregate import AggregateView, Aggregation, Derived, materializer
 from materializers.aggregate_job import AggregateJob, table_path
 from materializers.aggregate_verify import verify_aggregate
+from materializers.avro_events import NOT_KNOWN
 from materializers.catalog import lookup
 from materializers.errors import StateIncompatible
 from materializers.plan import JobPlan
@@ -220,7 +221,7 @@ def test_refused_records_counted(spark: Any, lines: Lines, run_config: Any, endp
     )
     lines.producer.produce(lines.topic, key=key, value=value, headers=headers)  # no envelope time
     timed = [*headers, ("timestamp", str(at(0.6)).encode())]
-    lines.producer.produce(lines.topic, key=key, value=value[:5], headers=timed)  # the body cut off
+    lines.producer.produce(lines.topic, key=key, value=value[:7], headers=timed)  # the body cut short
     # A body that decodes under the schema its id names, but that schema is another topic's.
     foreign = register_schema(endpoints.schema_registry_url, f"other-{uid}-value", FOREIGN_SCHEMA)
     lines.producer.produce(
@@ -236,6 +237,21 @@ def test_refused_records_counted(spark: Any, lines: Lines, run_config: Any, endp
     assert final.refused == 4 and final.late_dropped == 0
     check = verify_aggregate(spark, plan)
     assert (check.difference_count, check.refused, check.counted_refused) == (0, 4, 4)
+    # Each refused record is a dead letter (offsets 1-4; 0 was counted, 5 is not this view's type),
+    # with its bytes and the reason, sent once: a restart with nothing new sends nothing again.
+    letters = {
+        int(dict(m.headers())["dlq-source-offset"]): m
+        for m in read_all(endpoints.kafka_bootstrap_servers, plan.dlq_topic)
+    }
+    assert sorted(letters) == [1, 2, 3, 4]
+    reasons = {o: dict(m.headers())["dlq-error"].decode() for o, m in letters.items()}
+    assert reasons[1] == "no event time: @envelope is missing or null"
+    assert reasons[2].startswith("Avro body does not decode with writer schema id")
+    assert reasons[3] == f"schema id {foreign}{NOT_KNOWN}"
+    assert "is more than max_ahead (1 hour) past the batch's time" in reasons[4]
+    assert letters[2].value() == value[:7] and letters[2].key() == key
+    again = drive(spark, plan)
+    assert again.refused == 4 and len(read_all(endpoints.kafka_bootstrap_servers, plan.dlq_topic)) == 4
 
 
 FOREIGN_SCHEMA = json.dumps({"type": "record", "name": "Foreign", "fields": [{"name": "n", "type": "long"}]})

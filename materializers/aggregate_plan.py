@@ -1,0 +1,167 @@
+"""The Spark plan of an aggregate view, pure of I/O but for the registry's schema list: raw Kafka rows
+-> the view's events decoded (avro_events) -> event time -> refused or not -> window and group ->
+aggregations, and the table's columns. The streaming job (aggregate_job) and the batch replays of
+its committed batches (aggregate_replay: verify, dead letters) build from the same pieces, so a
+record is judged alike by both.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from kafkakit.subjects import every_subject
+from materializers import avro_events, event_shape
+from materializers.aggregate import (
+    ENVELOPE_TIME,
+    KAFKA_TIME,
+    OBSERVED,
+    AggregateView,
+    duration_ms,
+    spark_interval,
+)
+from materializers.avro_events import WriterSchemas
+from materializers.errors import SourceUnavailable
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+# The event store's envelope time header (eventstore/serde.py H_TIMESTAMP), epoch milliseconds.
+ENVELOPE_TIME_HEADER = "timestamp"
+EVENT_TIME = "_event_time"
+
+
+def aggregate(raw: DataFrame, view: AggregateView, schemas: WriterSchemas) -> DataFrame:
+    """The streaming plan from raw Kafka rows to the aggregate's rows (window_start, window_end,
+    *group_by, *aggregations); refused records counted under the observation `OBSERVED`."""
+    from pyspark.sql import functions as F
+
+    decoded = events(raw, view, schemas)
+    # Judged against the batch's own timestamp (logged with its offsets, so a re-run batch judges alike).
+    refused = refusal(view, F.current_timestamp())
+    observed = decoded.observe(
+        OBSERVED, F.count(F.lit(1)).alias("records"), F.sum(F.when(refused, 1).otherwise(0)).alias("refused")
+    )
+    grouped = (
+        observed.where(~refused)
+        .withWatermark(EVENT_TIME, spark_interval(duration_ms(view.allowed_lateness, "allowed_lateness")))
+        .groupBy(window_of(view), *[F.col(f"`{g}`") for g in view.group_by])
+        .agg(*aggregations(view))
+    )
+    return output(grouped, view)
+
+
+def events(raw: DataFrame, view: AggregateView, schemas: WriterSchemas) -> DataFrame:
+    """The view's event types decoded (avro_events.decode), its derived columns and `EVENT_TIME`."""
+    from pyspark.sql import functions as F
+
+    types = view.source.event_types
+    # Other event types are not this view's business: skipped before decoding, not refused.
+    mine = raw.where(event_shape.event_type().isNull() | event_shape.event_type().isin(*types))
+    if view.event_time == ENVELOPE_TIME:  # decode passes the record's `timestamp` on as event_ts
+        envelope_ms = event_shape.header(ENVELOPE_TIME_HEADER).cast("long")
+        mine = mine.withColumn("timestamp", F.timestamp_millis(envelope_ms))
+    decoded = avro_events.decode(mine, schemas=schemas, wanted=dict(view.source.fields), event_types=types)
+    for derived in view.derived:
+        decoded = decoded.withColumn(derived.name, F.expr(derived.sql).cast(derived.type))
+    return decoded.withColumn(EVENT_TIME, _event_time(view, decoded))
+
+
+def refusal(view: AggregateView, now: Column) -> Column:
+    """Whether a decoded record is refused (`refusal_reason` is not null)."""
+    return refusal_reason(view, now).isNotNull()
+
+
+def refusal_reason(view: AggregateView, now: Column) -> Column:
+    """Why a decoded record is refused, null when it is not: undecodable, no event time, or further
+    ahead of `now` than `max_ahead` (a time far ahead would move the watermark past every real record)."""
+    from pyspark.sql import functions as F
+
+    ahead = now + F.expr(f"INTERVAL {duration_ms(view.max_ahead, 'max_ahead')} MILLISECONDS")
+    at = F.col(EVENT_TIME)
+    return (
+        F.when(F.col("error").isNotNull(), F.col("error"))
+        .when(at.isNull(), F.lit(f"no event time: {view.event_time} is missing or null"))
+        .when(
+            at > ahead,
+            F.concat(
+                F.lit("event time "), at.cast("string"),
+                F.lit(f" is more than max_ahead ({view.max_ahead}) past the batch's time "), now.cast("string"),
+            ),
+        )
+    )  # fmt: skip
+
+
+def window_of(view: AggregateView) -> Column:
+    from pyspark.sql import functions as F
+
+    size = spark_interval(duration_ms(view.window, "window"))
+    slide = spark_interval(duration_ms(view.slide, "slide")) if view.slide else None
+    return F.window(EVENT_TIME, size, slide)
+
+
+def aggregations(view: AggregateView) -> list[Column]:
+    return [_aggregation(a.op, a.column).alias(a.output) for a in view.aggregations]
+
+
+def output(grouped: DataFrame, view: AggregateView) -> DataFrame:
+    """The table's columns from a frame grouped by `window` and the group keys."""
+    from pyspark.sql import functions as F
+
+    return grouped.select(
+        F.col("window.start").alias("window_start"),
+        F.col("window.end").alias("window_end"),
+        *[F.col(f"`{g}`") for g in view.group_by],
+        *[F.col(f"`{a.output}`") for a in view.aggregations],
+    )
+
+
+def _event_time(view: AggregateView, decoded: DataFrame) -> Column:
+    from pyspark.sql import functions as F
+
+    if view.event_time in (ENVELOPE_TIME, KAFKA_TIME):
+        return F.col("event_ts")
+    given = F.col(f"`{view.event_time}`")
+    kind = dict(decoded.dtypes)[view.event_time]
+    return F.timestamp_millis(given) if kind in ("bigint", "int") else given.cast("timestamp")
+
+
+def _aggregation(op: str, column: str) -> Column:
+    from pyspark.sql import functions as F
+
+    if op == "count":
+        return F.count(F.lit(1))
+    given = F.col(f"`{column}`")
+    if op == "approx_count_distinct":
+        return F.approx_count_distinct(given)
+    return {"sum": F.sum, "min": F.min, "max": F.max}[op](given)
+
+
+def learn_topic_schemas(schemas: WriterSchemas, topic: str) -> None:
+    """Fetch into `schemas` every writer schema of the subjects `<topic>-*`, and only those."""
+    for sid in sorted(set(_subject_ids(schemas.url, topic))):
+        schemas.get(sid)
+
+
+def _subject_ids(url: str, topic: str) -> list[int]:
+    """The ids of every version of the registry subjects `<topic>-*` (Confluent-compatible API)."""
+    base = url.rstrip("/")
+    try:
+        every = every_subject(lambda offset, limit: _get(f"{base}/subjects?offset={offset}&limit={limit}"))
+        subjects = [s for s in every if s.startswith(f"{topic}-")]
+        return [
+            int(_get(f"{base}/subjects/{subject}/versions/{version}")["id"])
+            for subject in subjects
+            for version in _get(f"{base}/subjects/{subject}/versions")
+        ]
+    except httpx.HTTPError as exc:
+        raise SourceUnavailable(
+            f"schema registry at {url} is unreachable ({exc}); start it or fix SCHEMA_REGISTRY_URL"
+        ) from exc
+
+
+def _get(url: str) -> Any:
+    reply = httpx.get(url, timeout=10.0)
+    reply.raise_for_status()
+    return reply.json()
