@@ -7,9 +7,14 @@ Guarantees and assumptions:
 - Event time is never processing time by default: `event_time` names a field of the event, the event
   store's envelope time (`ENVELOPE_TIME`: the `timestamp` header, epoch ms, the time the command was
   decided) or, only when named explicitly, the Kafka record's timestamp (`KAFKA_TIME`).
-- Windows are Spark's: tumbling (`slide` None) or sliding, aligned to the epoch; `allowed_lateness`
-  is the watermark delay. A record whose window closed (its end is at or before the watermark) is
-  dropped and counted (`late_policy="drop"`, the only policy of this version).
+- Windows are Spark's: tumbling (`slide` None) or sliding, aligned to the epoch. A window closes
+  once the newest event time seen passes its end by `allowed_lateness`. `late_policy="drop"`: that
+  is Spark's watermark delay, and a record of a closed window is dropped and counted.
+  `late_policy="correct"`: Spark keeps the state `correction_horizon` (> `allowed_lateness`) behind
+  instead, so a record of a closed window within the horizon re-opens it and its row is updated,
+  each such update counted as a correction; records behind the horizon are dropped and counted.
+  The trade-off: state kept longer (horizon / lateness times as many open windows), rows that
+  change after they were first final, and the same exactness within the horizon.
 - `validate` refuses, before anything starts, whatever Spark would only refuse mid-query or compute
   wrongly, each with a message naming the field and the fix.
 - `fingerprint` hashes what Spark's state store depends on (window, slide, group keys, aggregations,
@@ -114,6 +119,9 @@ class AggregateView:
     allowed_lateness: str
     slide: str | None = None
     late_policy: Literal["drop", "correct"] = "drop"
+    # late_policy "correct" only: how far behind the newest event time a record may still update its
+    # (closed) window; Spark's watermark delay then. Longer than allowed_lateness.
+    correction_horizon: str | None = None
     derived: tuple[Derived, ...] = ()
     # Event times further ahead of the batch's time are refused: one would move the watermark past
     # every real record. Not part of the state (it only decides which records enter).
@@ -166,14 +174,7 @@ def spark_interval(ms: int) -> str:
 
 def validate(view: AggregateView) -> None:
     """Refuse a definition that cannot run or would compute something else than it says (pure)."""
-    if view.late_policy == "correct":
-        raise LatePolicyNotSupported(
-            f"aggregate {view.name!r}: late_policy='correct' is not implemented yet; use late_policy='drop' "
-            "and raise allowed_lateness so late records still land in their window (state is kept longer "
-            "and windows are final later)"
-        )
-    if view.late_policy != "drop":
-        raise LatePolicyNotSupported(f"aggregate {view.name!r}: late_policy {view.late_policy!r}; use 'drop'")
+    _check_late_policy(view)
     if not view.source.event_types:
         raise BadAggregate(
             f"aggregate {view.name!r}: source.event_types is empty; name the event types it reads"
@@ -184,7 +185,6 @@ def validate(view: AggregateView) -> None:
             f"aggregate {view.name!r}: slide {view.slide!r} is larger than the window {view.window!r}; "
             "records between windows would be counted nowhere: make the slide at most the window size"
         )
-    duration_ms(view.allowed_lateness, f"aggregate {view.name!r}: allowed_lateness")
     duration_ms(view.max_ahead, f"aggregate {view.name!r}: max_ahead")
     _check_derived(view)
     columns = view.columns()
@@ -262,11 +262,46 @@ def _known(columns: Mapping[str, str]) -> str:
     return ", ".join(columns) or "none"
 
 
+def _check_late_policy(view: AggregateView) -> None:
+    lateness = duration_ms(view.allowed_lateness, f"aggregate {view.name!r}: allowed_lateness")
+    if view.late_policy not in ("drop", "correct"):
+        raise LatePolicyNotSupported(
+            f"aggregate {view.name!r}: late_policy {view.late_policy!r}; use 'drop' or 'correct'"
+        )
+    if view.late_policy == "drop":
+        if view.correction_horizon is not None:
+            raise LatePolicyNotSupported(
+                f"aggregate {view.name!r}: correction_horizon is set but late_policy is 'drop', which "
+                "corrects nothing; set late_policy='correct' or remove correction_horizon"
+            )
+        return
+    if view.correction_horizon is None:
+        raise LatePolicyNotSupported(
+            f"aggregate {view.name!r}: late_policy='correct' needs correction_horizon, how far behind the "
+            "newest event time a record may still correct its window (e.g. '1 hour'); longer than "
+            "allowed_lateness"
+        )
+    horizon = duration_ms(view.correction_horizon, f"aggregate {view.name!r}: correction_horizon")
+    if horizon <= lateness:
+        raise LatePolicyNotSupported(
+            f"aggregate {view.name!r}: correction_horizon {view.correction_horizon!r} is not longer than "
+            f"allowed_lateness {view.allowed_lateness!r}: nothing could be corrected; make it longer"
+        )
+
+
+def watermark_delay_ms(view: AggregateView) -> int:
+    """Spark's watermark delay: how long the state of a window is kept after the newest event time
+    passed its end (pure)."""
+    if view.late_policy == "correct" and view.correction_horizon is not None:
+        return duration_ms(view.correction_horizon, "correction_horizon")
+    return duration_ms(view.allowed_lateness, "allowed_lateness")
+
+
 def state_definition(view: AggregateView) -> dict[str, Any]:
     """What Spark's state for the view depends on, in canonical form: durations in ms (so '60 s' and
     '1 minute' are one state), a tumbling window as a slide equal to its size (pure)."""
     size = duration_ms(view.window, "window")
-    return {
+    found: dict[str, Any] = {
         "window_ms": size,
         "slide_ms": duration_ms(view.slide, "slide") if view.slide else size,
         "group_by": list(view.group_by),  # the order is the state key's schema
@@ -275,6 +310,9 @@ def state_definition(view: AggregateView) -> dict[str, Any]:
         "allowed_lateness_ms": duration_ms(view.allowed_lateness, "allowed_lateness"),
         "derived": [[d.name, d.sql, _normal_type(d.type)] for d in view.derived],
     }
+    if view.late_policy == "correct":  # only then: a drop view's fingerprint stays what it was
+        found["correction_horizon_ms"] = watermark_delay_ms(view)
+    return found
 
 
 def fingerprint(view: AggregateView) -> str:

@@ -49,8 +49,10 @@ from materializers.aggregate import (
     AggregateView,
     batch_counts,
     check_compatible,
+    duration_ms,
     fingerprint,
     state_record,
+    watermark_delay_ms,
 )
 from materializers.aggregate_dead_letters import RefusedRecords
 from materializers.aggregate_plan import aggregate, learn_topic_schemas
@@ -127,6 +129,8 @@ class AggregateJob:
         self.clock = StepClock()
         self.late_dropped = 0
         self.refused = 0
+        self.corrected = 0
+        self._corrections: dict[int, int] = {}  # per batch run, folded in once the batch committed
         self._accounted = -1  # the last batch id folded into the totals
         self.refused_records = RefusedRecords(spark, plan, self.view)
         # Read now: the runner replaces the status with a fresh one before it calls `start`.
@@ -171,7 +175,7 @@ class AggregateJob:
         """The totals the last driver of this checkpoint published (a new checkpoint starts at 0)."""
         last = self._previous
         if last is not None and last.app_id == self.app_id:
-            self.late_dropped, self.refused = last.late_dropped, last.refused
+            self.late_dropped, self.refused, self.corrected = last.late_dropped, last.refused, last.corrected
         # Batches up to the last committed one were counted by the driver that ran them (a driver
         # killed between a commit and its next status write loses that batch's counts).
         self._accounted = max(checkpoint.batch_ids(self.plan.checkpoint / "commits"), default=-1)
@@ -194,14 +198,15 @@ class AggregateJob:
 
         keys = [*WINDOW_COLUMNS, *self.view.group_by]
         # Before the MERGE, so every committed batch has its line for `verify` (aggregate_batches).
-        aggregate_batches.append(
-            self.plan.checkpoint, aggregate_batches.record_of(self.plan.checkpoint, batch_id)
-        )
+        record = aggregate_batches.record_of(self.plan.checkpoint, batch_id)
+        aggregate_batches.append(self.plan.checkpoint, record)
         updated = batch.persist()  # computed once: MERGE may read its source twice
         try:
             with self.clock.timed(batch_id, "merge"):
                 if updated.isEmpty():
                     return
+                if self.view.late_policy == "correct":
+                    self._corrections[batch_id] = corrections(updated, self.view, record.late_watermark_ms)
                 spark = updated.sparkSession  # the query's own session: the confs reach no other query
                 spark.conf.set(TXN_APP_ID, self.app_id)
                 spark.conf.set(TXN_VERSION, str(batch_id))
@@ -239,7 +244,25 @@ class AggregateJob:
                     dropped, refused = batch_counts(progress)
                     self.late_dropped += dropped
                     self.refused += refused
+                    self.corrected += self._corrections.pop(batch, 0)
                     self._accounted = batch
                     self.refused_records.saw(batch, refused)
         self.dead_letters += self.refused_records.send()
-        return replace(current, late_dropped=self.late_dropped, refused=self.refused)
+        return replace(
+            current, late_dropped=self.late_dropped, refused=self.refused, corrected=self.corrected
+        )
+
+
+def corrections(updated: DataFrame, view: AggregateView, late_watermark_ms: int) -> int:
+    """How many of a batch's updated rows are of windows that had closed (late_policy "correct").
+
+    The batch's input was filtered by `late_watermark_ms`, the newest event time seen before it less
+    the horizon; a window closed once that newest time passed its end by `allowed_lateness`.
+    """
+    from pyspark.sql import functions as F
+
+    if late_watermark_ms <= 0:  # no event seen before this batch: nothing had closed
+        return 0
+    newest = late_watermark_ms + watermark_delay_ms(view)
+    closed_by = newest - duration_ms(view.allowed_lateness, "allowed_lateness")
+    return updated.where(F.col("window_end") <= F.timestamp_millis(F.lit(closed_by))).count()

@@ -20,6 +20,7 @@ from materializers.aggregate import (
     AggregateView,
     duration_ms,
     spark_interval,
+    watermark_delay_ms,
 )
 from materializers.avro_events import WriterSchemas
 from materializers.errors import SourceUnavailable
@@ -45,7 +46,7 @@ def aggregate(raw: DataFrame, view: AggregateView, schemas: WriterSchemas) -> Da
     )
     grouped = (
         observed.where(~refused)
-        .withWatermark(EVENT_TIME, spark_interval(duration_ms(view.allowed_lateness, "allowed_lateness")))
+        .withWatermark(EVENT_TIME, spark_interval(watermark_delay_ms(view)))
         .groupBy(window_of(view), *[F.col(f"`{g}`") for g in view.group_by])
         .agg(*aggregations(view))
     )

@@ -89,7 +89,8 @@ class BadAggregation(BadAggregate):
 
 
 class LatePolicyNotSupported(BadAggregate):
-    """A late-data policy this version does not implement (only `drop`)."""
+    """A late-data policy that is unknown or misconfigured (`correct` without a horizon longer than the
+    lateness, a horizon with `drop`)."""
 
 
 class StateIncompatible(MaterializerError):

@@ -38,6 +38,8 @@ class JobStatus:
     # records refused (undecodable, no event time, too far ahead).
     late_dropped: int = 0
     refused: int = 0
+    # late_policy "correct": updates of windows that had closed (per window and group row and batch)
+    corrected: int = 0
     last_error: str = ""
     updated_at: float = 0.0
 
@@ -102,6 +104,7 @@ COLUMNS = (  # title, field, alignment+width, number format
     ("LAST MS", "last_batch_ms", ">8", ""),
     ("DLQ", "dead_letters", ">5", ""),
     ("LATE", "late_dropped", ">6", ""),  # aggregate views: late (window, group) rows Spark dropped
+    ("CORR", "corrected", ">6", ""),  # aggregate views, late_policy "correct": closed windows updated
 )
 
 

@@ -183,6 +183,36 @@ def test_order_lateness_and_restarts(spark: Any, lines: Lines, run_config: Any, 
     )
 
 
+def test_correct_policy_updates_closed_windows_within_the_horizon(
+    spark: Any, lines: Lines, run_config: Any
+) -> None:
+    """late_policy "correct": windows close 1 minute after the newest event time, but Spark keeps their
+    state 10 minutes: a record of a closed window updates its row (a correction, counted); one behind
+    the horizon is dropped (counted)."""
+    view = view_on(lines.topic, late_policy="correct", correction_horizon="10 minutes")
+    plan = JobPlan.of(materializer(view), run_config(topic=lines.topic))
+    lines.add(at(0.5), "A", 1, 100)
+    lines.add(at(1.2), "A", 2, 300)
+    lines.flush()
+    drive(spark, plan)
+    lines.add(at(5.0), "C", 1, 10)  # the newest time: windows ending at or before 4:00 are closed
+    lines.flush()
+    drive(spark, plan)
+    lines.add(at(0.7), "A", 9, 999)  # a closed window, within the horizon: corrected
+    lines.add(at(2.5), "B", 9, 999)  # a closed window without a row yet: corrected (a new row)
+    lines.add(at(4.5), "C", 2, 20)  # an open window: no correction
+    lines.add(at(-7.0), "E", 9, 999)  # behind the horizon (-5:00): dropped
+    lines.flush()
+    final = drive(spark, plan)
+    assert rows(plan) == [
+        (0, "A", 2, 10, 999), (MINUTE, "A", 1, 2, 300), (2 * MINUTE, "B", 1, 9, 999),
+        (4 * MINUTE, "C", 1, 2, 20), (5 * MINUTE, "C", 1, 1, 10),
+    ]  # fmt: skip
+    assert (final.corrected, final.late_dropped, final.refused) == (2, 1, 0)
+    check = verify_aggregate(spark, plan)
+    assert (check.difference_count, check.late_pairs) == (0, 1)
+
+
 def test_changed_window_refused(spark: Any, lines: Lines, run_config: Any) -> None:
     lines.add(at(0.5), "A", 1)
     lines.flush()

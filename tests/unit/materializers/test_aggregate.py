@@ -21,6 +21,7 @@ from materializers.aggregate import (
     duration_ms,
     fingerprint,
     materializer,
+    state_definition,
     state_record,
     validate,
 )
@@ -95,11 +96,18 @@ def test_a_good_view_passes_and_becomes_a_materializer() -> None:
             r"count takes no column",
         ),
         ({"derived": (Derived(name="sku", sql="1", type="int"),)}, BadAggregation, r"derived column 'sku'"),
+        ({"late_policy": "correct"}, LatePolicyNotSupported, r"'correct' needs correction_horizon"),
         (
-            {"late_policy": "correct"},
+            {"late_policy": "correct", "correction_horizon": "30 seconds"},
             LatePolicyNotSupported,
-            r"'correct' is not implemented yet; use late_policy='drop' and raise allowed_lateness",
+            r"correction_horizon '30 seconds' is not longer than allowed_lateness '30 seconds'",
         ),
+        (
+            {"correction_horizon": "1 hour"},
+            LatePolicyNotSupported,
+            r"correction_horizon is set but late_policy is 'drop'",
+        ),
+        ({"late_policy": "fix"}, LatePolicyNotSupported, r"late_policy 'fix'; use 'drop' or 'correct'"),
         ({"source": EventSource(topic="t", event_types=())}, BadAggregate, r"source.event_types is empty"),
     ],
 )
@@ -131,6 +139,10 @@ def test_fingerprint_is_stable_and_equal_for_equal_state() -> None:
         view(name="w", source=EventSource(topic="u", event_types=("x",)))
     )
     assert fingerprint(view()) == fingerprint(view(max_ahead="2 hours"))  # decides what enters only
+    assert "correction_horizon_ms" not in state_definition(view())  # drop views kept their fingerprint
+    corrected = view(late_policy="correct", correction_horizon="1 hour")
+    assert state_definition(corrected)["correction_horizon_ms"] == 3_600_000
+    assert fingerprint(corrected) != fingerprint(view(late_policy="correct", correction_horizon="2 hours"))
     assert len(fingerprint(view())) == 64
 
 
@@ -146,6 +158,7 @@ def test_fingerprint_is_stable_and_equal_for_equal_state() -> None:
         {"event_time": ENVELOPE_TIME},
         {"allowed_lateness": "1 minute"},
         {"derived": (Derived(name="cents", sql="quantity * price", type="long"),)},
+        {"late_policy": "correct", "correction_horizon": "1 hour"},
     ],
 )
 def test_fingerprint_changes_with_what_the_state_depends_on(changes: dict[str, Any]) -> None:

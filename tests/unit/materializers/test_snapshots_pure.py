@@ -135,11 +135,11 @@ def test_status_table() -> None:
     row = {
         "name": "products", "state": "running", "batch_id": 3, "total_lag": 12, "input_rows_per_second": 1.25,
         "processed_rows_per_second": 2.0, "last_batch_ms": 120, "dead_letters": 1, "late_dropped": 4,
-        "last_error": "a\nb",
+        "corrected": 2, "last_error": "a\nb",
     }  # fmt: skip
     header, line = status.table([row]).splitlines()
     assert header.split()[:3] == ["NAME", "STATE", "BATCH"] and header.endswith("LAST ERROR")
-    assert line.split() == ["products", "running", "3", "12", "1.2", "2.0", "120", "1", "4", "a", "b"]
+    assert line.split() == ["products", "running", "3", "12", "1.2", "2.0", "120", "1", "4", "2", "a", "b"]
 
 
 def test_alive_treats_an_unreaped_child_as_dead() -> None:
