@@ -151,7 +151,7 @@ def decode_record(
             source_type=exc.source_type,
             fix=exc.fix,
         ) from exc
-    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError, OverflowError) as exc:
         raise ChangeEventDecodeError(str(exc), topic=topic, partition=partition, offset=offset) from exc
 
 
@@ -240,10 +240,15 @@ def _source(raw: Any) -> SourcePosition:
 
 def _micros_or_millis(block: Mapping[str, Any]) -> datetime | None:
     """Prefer ts_us (Debezium 2.6+), fall back to ts_ms."""
-    if isinstance(block.get("ts_us"), int):
-        return _EPOCH + timedelta(microseconds=block["ts_us"])
-    if isinstance(block.get("ts_ms"), int):
-        return _EPOCH + timedelta(milliseconds=block["ts_ms"])
+    for field, unit in (("ts_us", "microseconds"), ("ts_ms", "milliseconds")):
+        value = block.get(field)
+        if isinstance(value, int):
+            try:
+                return _EPOCH + timedelta(**{unit: value})
+            except OverflowError as exc:
+                raise ValueDecodeError(
+                    f"envelope {field} {value} is out of the range of a timestamp (years 1-9999)"
+                ) from exc
     return None
 
 
