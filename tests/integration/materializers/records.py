@@ -6,11 +6,8 @@ import json
 from importlib.resources import files
 from typing import Any
 
-import httpx
-from fastavro import parse_schema
-
 from cdc.values import DEFAULT_UNAVAILABLE_PLACEHOLDER
-from materializers import event_shape
+from devstack.event_records import EventRecords
 
 
 def debezium(
@@ -46,47 +43,14 @@ def order_schema_text(event_type: str) -> str:
     return (files("shop") / "schemas" / f"{event_type}.avsc").read_text()
 
 
-def register_schema(registry_url: str, subject: str, text: str) -> int:
-    """The registry id of `text` registered under `subject` (Confluent-compatible API)."""
-    reply = httpx.post(
-        f"{registry_url}/subjects/{subject}/versions",
-        json={"schema": text},
-        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
-        timeout=30,
-    )
-    reply.raise_for_status()
-    return int(reply.json()["id"])
-
-
-class OrderEvents:
-    """Registers the order event schemas under unique subjects (`<prefix>-<event type>`, by default
-    `mat-<uid>`; the event store's are `<topic>-<record name>`) and encodes events in wire format."""
+class OrderEvents(EventRecords):
+    """The shop's order event schemas registered under unique subjects (`<prefix>-<event type>`, by
+    default `mat-<uid>`; the event store's are `<topic>-<record name>`), events encoded in wire format."""
 
     def __init__(self, registry_url: str, uid: str, *, subject_prefix: str | None = None) -> None:
-        self.ids: dict[str, int] = {}
-        self.parsed: dict[str, Any] = {}
-        for event_type in (
-            "order.created",
-            "order.line_added",
-            "order.line_removed",
-            "order.placed",
-            "order.cancelled",
-        ):
-            text = order_schema_text(event_type)
-            subject = f"{subject_prefix or f'mat-{uid}'}-{event_type}"
-            self.ids[event_type] = register_schema(registry_url, subject, text)
-            self.parsed[event_type] = parse_schema(json.loads(text))
-
-    def record(
-        self, stream: str, version: int, event_type: str, **data: Any
-    ) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
-        return event_shape.encode_record(
-            stream_id=stream,
-            version=version,
-            event_type=event_type,
-            schema_id=self.ids[event_type],
-            schema=self.parsed[event_type],
-            data=data,
+        types = ("order.created", "order.line_added", "order.line_removed", "order.placed", "order.cancelled")
+        super().__init__(
+            registry_url, subject_prefix or f"mat-{uid}", {t: order_schema_text(t) for t in types}
         )
 
 

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 from conftest import crash_at_failpoint, read_all
-from records import OrderEvents, register_schema
+from records import OrderEvents
 
+from devstack.event_records import register_schema
 from kafkakit.positions import parse_start
 from materializers import runner, status
 from materializers.aggregate import AggregateView, Aggregation, Derived, materializer
