@@ -49,6 +49,8 @@ class Summary:
     # (seconds from the kill) and the steady batches' median step times (ms), per job.
     recovery_phases: dict[str, dict[str, float]] = field(default_factory=dict)
     steady_batches: dict[str, dict[str, float]] = field(default_factory=dict)
+    # The aggregate step (demo/aggregates.py): window rows, late pairs/dropped rows, refused, dead letters.
+    aggregate: dict[str, float] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -119,6 +121,13 @@ def print_summary(console: Console, summary: Summary) -> None:
         f"recovery: kill -9 -> first view update (target {RECOVERY_TARGET_S:.0f} s)",
         ("-" if recovery is None else f"{recovery:.1f} s") + _verdict(summary.recovery_met),
     )
+    if summary.aggregate:
+        a = summary.aggregate
+        table.add_row(
+            "aggregate sku_per_minute: window rows / late pairs (Spark's dropped rows) / refused / dead letters",
+            f"{a['window_rows']:.0f} / {a['late_pairs']:.0f} ({a['late_dropped']:.0f}) / {a['refused']:.0f} / "
+            f"{a['dead_letters']:.0f}",
+        )
     for check, ok in summary.checks.items():
         table.add_row(check, "[green]pass[/green]" if ok else "[red]FAIL[/red]")
     console.print(table)
