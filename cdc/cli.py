@@ -2,7 +2,9 @@
 
 Endpoints come from the environment (KAFKA_CONNECT_URL, KAFKA_BOOTSTRAP_SERVERS, PG_DSN, and
 SCHEMA_REGISTRY_URL for Avro records) and are overridden by --connect-url, --bootstrap-servers,
---pg-dsn, --registry-url. Connectors write Avro unless their spec names another `format`; an Avro
+--pg-dsn, --registry-url; Connect's and the registry's login and TLS settings come from
+KAFKA_CONNECT_USERNAME/_PASSWORD/_TOKEN/_CA_FILE/_CLIENT_CERT/_CLIENT_KEY and the same SCHEMA_REGISTRY_*
+(kafkakit.http_auth). Connectors write Avro unless their spec names another `format`; an Avro
 spec without `registry.url` gets the registry endpoint (it must be the URL Connect reaches too, as on
 the local stack; where Connect sees the registry elsewhere, write registry.url in the spec). `tail`
 reads registry Avro and JSON-with-schemas records alike. `--json` prints machine-readable output.
@@ -37,6 +39,7 @@ from cdc.errors import (
     ConnectUnavailable,
     PreflightFailed,
     RegistryUnavailable,
+    SecretUnresolved,
     SpecError,
     WaitTimeout,
 )
@@ -225,12 +228,14 @@ def _validate(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
     if not args.skip_preflight:
         try:
             report = examine(spec, create_heartbeat_table=False)
+        except SecretUnresolved:
+            raise  # refused before anything, even the placeholder, is sent to Connect
         except PreflightFailed as exc:  # the login failed: report it with Connect's findings
             problems.extend(exc.problems)
         else:
             problems.extend(report.problems)
             warnings = report.warnings
-    with ConnectClient(ep.kafka_connect_url) as connect:
+    with ConnectClient(ep.kafka_connect_url, auth=ep.kafka_connect_auth) as connect:
         result: ValidationResult = connect.validate({**spec.to_config(), "name": spec.name})
     # The heartbeat table is created by `apply`; its absence is not a problem at validate time. (Matched
     # exactly: a user table whose name merely contains the heartbeat table's must keep its problems.)
@@ -287,7 +292,7 @@ def _apply(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
             _print_column_warnings(out, warnings)
         if report.problems:
             raise PreflightFailed(report.problems)  # main prints them; nothing is registered
-    with ConnectClient(ep.kafka_connect_url) as connect:
+    with ConnectClient(ep.kafka_connect_url, auth=ep.kafka_connect_auth) as connect:
         result = connect.apply(spec.name, spec.to_config())
         status = None if args.no_wait else connect.wait_running(spec.name, timeout=args.timeout)
     verb = "created" if result.created else "updated"
@@ -325,12 +330,16 @@ def _print_column_warnings(out: Console, warnings: Sequence[ColumnFinding]) -> N
 
 
 def _status(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
-    with ConnectClient(ep.kafka_connect_url) as connect:
+    with ConnectClient(ep.kafka_connect_url, auth=ep.kafka_connect_auth) as connect:
         names = [args.name] if args.name else list(connect.list_connectors())
         statuses = [connect.status(n) for n in names]
         causes = {
             s.name: explained_cause(
-                s.failure_trace, connect.config(s.name), pg_dsn=ep.pg_dsn, registry_url=ep.schema_registry_url
+                s.failure_trace,
+                connect.config(s.name),
+                pg_dsn=ep.pg_dsn,
+                registry_url=ep.schema_registry_url,
+                registry_auth=ep.schema_registry_auth,
             )
             for s in statuses
             if s.failed
@@ -366,7 +375,7 @@ def _print_status(out: Console, statuses: Sequence[ConnectorStatus], causes: dic
 
 
 def _simple(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
-    with ConnectClient(ep.kafka_connect_url) as connect:
+    with ConnectClient(ep.kafka_connect_url, auth=ep.kafka_connect_auth) as connect:
         if args.command == "pause":
             connect.pause(args.name)
         elif args.command == "resume":
@@ -415,7 +424,8 @@ def _tail(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
         },
         client_config=ep.kafka_client,
     )
-    registry = RegistryClient(ep.schema_registry_url)  # asked only when an Avro record arrives
+    # asked only when an Avro record arrives
+    registry = RegistryClient(ep.schema_registry_url, auth=ep.schema_registry_auth)
     stop = _Stop()
     previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     skipped = 0
@@ -468,13 +478,14 @@ def _report_skipped(exc: ChangeEventDecodeError, *, json_lines: bool) -> None:
 
 
 def _health(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
-    with ConnectClient(ep.kafka_connect_url) as connect:
+    with ConnectClient(ep.kafka_connect_url, auth=ep.kafka_connect_auth) as connect:
         report = collect(
             connect=connect,
             pg_dsn=ep.pg_dsn,
             bootstrap_servers=ep.kafka_bootstrap_servers,
             kafka_client=ep.kafka_client,
             registry_url=ep.schema_registry_url,
+            registry_auth=ep.schema_registry_auth,
             threshold_bytes=args.warn_bytes,
             only=args.name,
         )

@@ -9,7 +9,9 @@ Guarantees:
   Connect 3.5+): Debezium's Postgres offset carries `snapshot: true` until the snapshot has finished,
   and `last_snapshot_record: true` on the final snapshot record. Offsets are flushed every
   `offset.flush.interval.ms` of the worker, so this can lag the topic by that interval.
-Passwords are never logged; `status` and errors only carry what Connect reports.
+Passwords are never logged; `status` and errors only carry what Connect reports. Basic or bearer auth,
+a CA file and a client certificate come from `auth` (kafkakit.http_auth; credentials in the URL work
+too); a refused login (HTTP 401/403) or TLS handshake is `ServiceAccessRefused` naming the settings.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ from cdc.errors import (
     ConnectUnavailable,
     WaitTimeout,
 )
+from kafkakit.http_auth import NO_CONNECT_AUTH, HttpAuth, access_problem, httpx_options
 
 T = TypeVar("T")
+_SERVICE = "Kafka Connect"
 
 # Option families whose member names are open-ended, so Connect's validate cannot list them.
 _OPEN_PREFIXES = (
@@ -164,9 +168,19 @@ def snapshot_finished(offsets_body: Mapping[str, Any]) -> bool:
 class ConnectClient:
     """Sync client; use as a context manager or call `close()`."""
 
-    def __init__(self, base_url: str, *, timeout: float = 15.0, transport: httpx.BaseTransport | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        auth: HttpAuth = NO_CONNECT_AUTH,
+        timeout: float = 15.0,
+        transport: httpx.BaseTransport | None = None,
+    ):
         self._base_url = base_url.rstrip("/")
-        self._http = httpx.Client(base_url=self._base_url, timeout=timeout, transport=transport)
+        self._auth = auth
+        self._http = httpx.Client(
+            base_url=self._base_url, timeout=timeout, transport=transport, **httpx_options(auth)
+        )
 
     def __enter__(self) -> ConnectClient:
         return self
@@ -182,10 +196,14 @@ class ConnectClient:
         try:
             response = self._http.request(method, path, **kw)
         except httpx.TransportError as exc:
+            if refused := access_problem(_SERVICE, self._base_url, self._auth, error=exc):
+                raise refused from None
             raise ConnectUnavailable(
                 f"Kafka Connect at {self._base_url} is unreachable ({exc.__class__.__name__}: {exc}); "
                 "check --connect-url / KAFKA_CONNECT_URL and that the worker is up"
             ) from exc
+        if refused := access_problem(_SERVICE, self._base_url, self._auth, status=response.status_code):
+            raise refused
         if response.status_code == 404 and connector is not None:
             raise ConnectorNotFound(
                 f"connector {connector!r} is not registered on {self._base_url}; "

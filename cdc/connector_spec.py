@@ -40,13 +40,16 @@ The value modes are the same for all three, so `cdc` decodes Avro and JSON to th
 
 Spec files (YAML or JSON) use the field names below; unknown keys are refused. `extra` passes raw
 Debezium/Connect options through (it may override defaults, not the keys a field manages).
+Secrets (`database.password`, any `extra` value) may be config-provider references, `{env: NAME}` or
+`{file: PATH, key: KEY}`: Connect gets the placeholder (`${env:NAME}`, `${file:PATH:KEY}`), never the
+secret, and pre-flight resolves it to log in (cdc.secret_refs).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -55,6 +58,7 @@ import yaml
 from psycopg.conninfo import conninfo_to_dict
 
 from cdc.errors import SpecError
+from cdc.secret_refs import REFERENCE_FORMS, reference_text
 from cdc.values import DEFAULT_UNAVAILABLE_PLACEHOLDER
 from kafkakit.limits import BROKER_REQUEST_CEILING_BYTES, CDC_MAX_RECORD_BYTES, producer_buffer_bytes
 
@@ -271,12 +275,33 @@ class ConnectorSpec:
         )
 
     # ---- rendering -----------------------------------------------------------------------------
-    def preflight_conninfo(self) -> dict[str, Any]:
+    def preflight_conninfo(
+        self, resolve: Callable[[Mapping[str, str]], Mapping[str, str]] | None = None
+    ) -> dict[str, Any]:
         """`database.conninfo()` plus the TLS settings the connector gets in `extra` (Debezium's
         `database.sslmode`, `sslrootcert`, ... are libpq's): pre-flight logs in as securely as the
-        connector will, never downgraded to libpq's default `prefer` with the replication password."""
-        tls = {libpq: self.extra[key] for key, libpq in _TLS_SETTINGS.items() if self.extra.get(key)}
-        return {**self.database.conninfo(), **tls}
+        connector will, never downgraded to libpq's default `prefer` with the replication password.
+
+        `resolve` maps the login's connector options (`database.password`, ...) to their values with
+        config-provider placeholders replaced (cdc.secret_refs.resolve_fields), as Connect's worker
+        will; without it the placeholders are taken literally."""
+        tls = {key: self.extra[key] for key in _TLS_SETTINGS if self.extra.get(key)}
+        login = {
+            "database.hostname": self.database.hostname,
+            "database.user": self.database.user,
+            "database.password": self.database.password,
+            "database.dbname": self.database.dbname,
+            **tls,
+        }
+        given = dict(login if resolve is None else resolve(login))
+        return {
+            **self.database.conninfo(),
+            "host": given["database.hostname"],
+            "user": given["database.user"],
+            "password": given["database.password"],
+            "dbname": given["database.dbname"],
+            **{_TLS_SETTINGS[key]: given[key] for key in tls},
+        }
 
     def to_config(self) -> dict[str, str]:
         """Connect's flat string config (what PUT /connectors/{name}/config takes)."""
@@ -402,7 +427,7 @@ class ConnectorSpec:
             if required not in doc:
                 raise SpecError(f"missing required key {required!r}")
         args = dict(doc)
-        args["database"] = _nested(DatabaseSpec, doc["database"], "database")
+        args["database"] = _nested(DatabaseSpec, _with_secret_refs(doc["database"]), "database")
         if "heartbeat" in doc:
             args["heartbeat"] = _nested(HeartbeatSpec, doc["heartbeat"], "heartbeat")
         if "topics" in doc:
@@ -424,7 +449,10 @@ class ConnectorSpec:
         extra = doc.get("extra") or {}
         if not isinstance(extra, dict):
             raise SpecError("extra must be a mapping of Debezium option -> value")
-        args["extra"] = {str(k): _scalar_text(v, f"extra.{k}") for k, v in extra.items()}
+        args["extra"] = {
+            str(k): reference_text(v, f"extra.{k}") if isinstance(v, dict) else _scalar_text(v, f"extra.{k}")
+            for k, v in extra.items()
+        }
         return cls(**args)
 
 
@@ -510,6 +538,23 @@ def _refuse_unknown(doc: Mapping[str, Any], cls: type, where: str) -> None:
             f"unknown key(s) {unknown} in {where}; known keys: {sorted(known)} "
             "(raw Debezium options go under 'extra')"
         )
+
+
+def _with_secret_refs(database: Any) -> Any:
+    """`database` with a reference mapping as its password rendered to the placeholder Connect gets
+    (cdc.secret_refs); a password that is neither text nor a reference is refused, never echoed."""
+    if not isinstance(database, dict) or "password" not in database:
+        return database
+    password = database["password"]
+    if isinstance(password, dict):
+        return {**database, "password": reference_text(password, "database.password")}
+    if password is not None and not isinstance(password, str):
+        # a secret is never echoed: a YAML password of digits arrives as a number
+        raise SpecError(
+            f"database.password must be str, got a {type(password).__name__} (quote it in YAML, or "
+            f"write {REFERENCE_FORMS})"
+        )
+    return database
 
 
 def _nested(cls: type[Any], doc: Any, where: str) -> Any:

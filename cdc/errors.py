@@ -76,6 +76,11 @@ class PreflightFailed(CdcError):
         super().__init__(f"pre-flight checks against Postgres failed: {lines}")
 
 
+class SecretUnresolved(PreflightFailed):
+    """A spec's config-provider placeholder (${env:NAME}, ${file:PATH:KEY}) has no value here: refused
+    before anything is sent to Connect. `problems` names each field; no message holds a secret."""
+
+
 class RegistryUnavailable(CdcError):
     """The schema registry cannot be reached or answered with an error: not the record's fault."""
 

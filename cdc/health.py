@@ -21,6 +21,7 @@ from cdc.connector_spec import OVERSIZE_TRANSFORM, POSTGRES_CONNECTOR_CLASS
 from cdc.schema_refusal import explained_cause
 from kafkakit.client_config import KafkaClientConfig
 from kafkakit.clients import make_consumer
+from kafkakit.http_auth import NO_REGISTRY_AUTH, HttpAuth
 
 DEFAULT_RETAINED_WAL_WARN_BYTES = 1024**3
 
@@ -190,6 +191,7 @@ def collect(
     bootstrap_servers: str,
     kafka_client: KafkaClientConfig | None = None,
     registry_url: str,
+    registry_auth: HttpAuth = NO_REGISTRY_AUTH,
     threshold_bytes: int = DEFAULT_RETAINED_WAL_WARN_BYTES,
     only: str | None = None,
 ) -> HealthReport:
@@ -217,7 +219,11 @@ def collect(
                 oversize_topic=oversize_topic,
                 oversize_records=sum(e.end_offset for e in ends if e.topic == oversize_topic),
                 failure_cause=explained_cause(
-                    status.failure_trace, config, pg_dsn=pg_dsn, registry_url=registry_url
+                    status.failure_trace,
+                    config,
+                    pg_dsn=pg_dsn,
+                    registry_url=registry_url,
+                    registry_auth=registry_auth,
                 ),
             )
         )

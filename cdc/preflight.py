@@ -20,6 +20,7 @@ Problems (refusals included) are collected and raised together as `PreflightFail
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import psycopg
@@ -39,6 +40,7 @@ from cdc.column_types import (
 )
 from cdc.connector_spec import ConnectorSpec
 from cdc.errors import PreflightFailed
+from cdc.secret_refs import resolve_fields
 from kafkakit.secrets import masked
 
 
@@ -182,13 +184,19 @@ def gather(conn: psycopg.Connection[tuple[object, ...]], spec: ConnectorSpec) ->
     )
 
 
-def examine(spec: ConnectorSpec, *, create_heartbeat_table: bool = True) -> PreflightReport:
+def examine(
+    spec: ConnectorSpec, *, create_heartbeat_table: bool = True, environ: Mapping[str, str] | None = None
+) -> PreflightReport:
     """Connect with the spec's credentials, create the heartbeat table if asked, then check everything.
 
-    Raises `PreflightFailed` only when the login itself fails; every other problem is in the report.
+    Config-provider placeholders in the login settings (`${env:NAME}`, `${file:PATH:KEY}`) are
+    resolved from `environ` (default: this process's environment) and the files they name, as the
+    Connect worker will resolve them. Raises `SecretUnresolved` when one has no value here and
+    `PreflightFailed` when the login itself fails; every other problem is in the report.
     """
+    conninfo = spec.preflight_conninfo(lambda login: resolve_fields(login, environ=environ))
     try:
-        conn = psycopg.connect(**spec.preflight_conninfo(), connect_timeout=10, autocommit=True)
+        conn = psycopg.connect(**conninfo, connect_timeout=10, autocommit=True)
     except psycopg.OperationalError as exc:
         reason = masked(str(exc).strip().splitlines()[-1])
         where = f"{spec.database.hostname}:{spec.database.port}/{spec.database.dbname}"
@@ -209,9 +217,11 @@ def examine(spec: ConnectorSpec, *, create_heartbeat_table: bool = True) -> Pref
     )
 
 
-def run_preflight(spec: ConnectorSpec, *, create_heartbeat_table: bool = True) -> PostgresFacts:
+def run_preflight(
+    spec: ConnectorSpec, *, create_heartbeat_table: bool = True, environ: Mapping[str, str] | None = None
+) -> PostgresFacts:
     """`examine`, raising `PreflightFailed` with every problem; warnings are left to `column_warnings`."""
-    report = examine(spec, create_heartbeat_table=create_heartbeat_table)
+    report = examine(spec, create_heartbeat_table=create_heartbeat_table, environ=environ)
     if report.problems:
         raise PreflightFailed(report.problems)
     return report.facts

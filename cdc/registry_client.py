@@ -6,7 +6,8 @@ always names the same schema, so each is fetched once and kept, in a bounded lea
 
 An unknown id is `SchemaNotFound` (the record's problem: `cdc tail --on-error skip` skips it); a
 registry that does not answer, or answers with another error, is `RegistryUnavailable` (nobody's
-record can be read: the caller stops).
+record can be read: the caller stops). A refused login (HTTP 401/403) or TLS handshake is
+`ServiceAccessRefused` naming the SCHEMA_REGISTRY_* settings (`auth`, kafkakit.http_auth).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import httpx
 
 from cdc.avro_records import WriterSchema, writer_schema
 from cdc.errors import RegistryUnavailable, SchemaNotFound
+from kafkakit.http_auth import NO_REGISTRY_AUTH, HttpAuth, access_problem, httpx_options
 
 DEFAULT_CACHE_SIZE = 512
 _CCOMPAT = "/apis/ccompat/"
+_SERVICE = "the schema registry"
 
 
 def ccompat_url(url: str) -> str:
@@ -36,12 +39,16 @@ class RegistryClient:
         self,
         url: str,
         *,
+        auth: HttpAuth = NO_REGISTRY_AUTH,
         timeout: float = 10.0,
         cache_size: int = DEFAULT_CACHE_SIZE,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = ccompat_url(url)
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
+        self._auth = auth
+        self._http = httpx.Client(
+            base_url=self.url, timeout=timeout, transport=transport, **httpx_options(auth)
+        )
         self._cache: OrderedDict[int, WriterSchema] = OrderedDict()
         self._cache_size = cache_size
 
@@ -61,10 +68,14 @@ class RegistryClient:
         try:
             response = self._http.get(path)
         except httpx.HTTPError as exc:
+            if refused := access_problem(_SERVICE, self.url, self._auth, error=exc):
+                raise refused from None
             raise RegistryUnavailable(
                 f"schema registry at {self.url} did not answer GET {path} ({exc}); check --registry-url "
                 "(SCHEMA_REGISTRY_URL) and that the registry is running"
             ) from exc
+        if refused := access_problem(_SERVICE, self.url, self._auth, status=response.status_code):
+            raise refused
         if response.status_code == 404:
             raise SchemaNotFound(schema_id, self.url)
         if response.status_code >= 400:

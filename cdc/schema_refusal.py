@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdc.failures import failure_cause
+from kafkakit.http_auth import NO_REGISTRY_AUTH, HttpAuth, httpx_options
 
 _REFUSED = re.compile(r"RuleViolationException: Incompatible artifact: (\S+) \[")
 _SOURCE_TYPE = "__debezium.source.column.type"
@@ -90,10 +91,16 @@ def column_changes(registered: Mapping[str, str], now: Sequence[Column]) -> tupl
 
 
 def explain(
-    trace: str | None, config: Mapping[str, str], *, pg_dsn: str, registry_url: str
+    trace: str | None,
+    config: Mapping[str, str],
+    *,
+    pg_dsn: str,
+    registry_url: str,
+    registry_auth: HttpAuth = NO_REGISTRY_AUTH,
 ) -> tuple[str, ...]:
     """The column changes behind a refused schema, or () when the trace is not such a refusal or the
-    registry or Postgres cannot say (the failure's own message still stands then)."""
+    registry (asked with `registry_auth`) or Postgres cannot say (the failure's own message still
+    stands then)."""
     import httpx
     import psycopg
 
@@ -103,7 +110,11 @@ def explain(
         return ()
     base = re.sub(r"/apis/.*$", "", registry_url.rstrip("/"))
     try:
-        got = httpx.get(f"{base}/apis/registry/v2/groups/default/artifacts/{artifact}", timeout=10)
+        got = httpx.get(
+            f"{base}/apis/registry/v2/groups/default/artifacts/{artifact}",
+            timeout=10,
+            **httpx_options(registry_auth),
+        )
         got.raise_for_status()
         registered = registered_columns(json.loads(got.text))
         with psycopg.connect(pg_dsn, connect_timeout=10) as conn:
@@ -114,10 +125,16 @@ def explain(
 
 
 def explained_cause(
-    trace: str | None, config: Mapping[str, str], *, pg_dsn: str, registry_url: str
+    trace: str | None,
+    config: Mapping[str, str],
+    *,
+    pg_dsn: str,
+    registry_url: str,
+    registry_auth: HttpAuth = NO_REGISTRY_AUTH,
 ) -> str | None:
     """`failure_cause`, with the column changes named when a compatibility rule refused a schema."""
-    return failure_cause(trace, config, explain(trace, config, pg_dsn=pg_dsn, registry_url=registry_url))
+    changes = explain(trace, config, pg_dsn=pg_dsn, registry_url=registry_url, registry_auth=registry_auth)
+    return failure_cause(trace, config, changes)
 
 
 # Debezium names a column's type by its udt (INT4, TEXT, NUMERIC, ...), upper-cased.

@@ -362,7 +362,7 @@ def cmd_replay(args: argparse.Namespace, config: StoreConfig) -> int:
     if args.until_offset:
         until = {p: n for _, p, n in parse_partition_offsets(args.until_offset).by_partition}
     if args.to_stdout:
-        with closing(HttpRegistry(config.schema_registry_url)) as registry:
+        with closing(HttpRegistry(config.schema_registry_url, auth=config.schema_registry_auth)) as registry:
             for msg in read_records(
                 config.bootstrap_servers, topic, start, until, client_config=config.kafka_client
             ):

@@ -14,6 +14,7 @@ from typing import Any
 from eventstore.dedup import DEFAULT_MAX_OUTCOMES, DEFAULT_WINDOW_MS
 from eventstore.errors import EventStoreError
 from kafkakit.client_config import PLAINTEXT, KafkaClientConfig
+from kafkakit.http_auth import NO_REGISTRY_AUTH, HttpAuth, check_url
 from kafkakit.settings import Endpoints
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
@@ -35,6 +36,8 @@ class StoreConfig:
     schema_registry_url: str = Endpoints().schema_registry_url
     # The security settings of every Kafka client the store builds (KAFKA_CLIENT_CONFIG, KAFKA_CLIENT_*)
     kafka_client: KafkaClientConfig = PLAINTEXT
+    # How the registry client logs in and verifies TLS (SCHEMA_REGISTRY_USERNAME, ..., kafkakit.http_auth)
+    schema_registry_auth: HttpAuth = NO_REGISTRY_AUTH
     partitions: int = 6
     # None: the cluster's default.replication.factor (the brokers' min.insync.replicas applies too)
     replication_factor: int | None = None
@@ -51,6 +54,7 @@ class StoreConfig:
     dlq_topic: str | None = None
 
     def __post_init__(self) -> None:
+        check_url(self.schema_registry_auth, self.schema_registry_url, "SCHEMA_REGISTRY_URL")
         if not NAME.match(self.name):
             raise EventStoreError(
                 f"store name {self.name!r} is not a valid topic prefix; use letters, digits, '.', '_', '-'"
@@ -77,6 +81,7 @@ class StoreConfig:
             "bootstrap_servers": endpoints.kafka_bootstrap_servers,
             "schema_registry_url": endpoints.schema_registry_url,
             "kafka_client": endpoints.kafka_client,
+            "schema_registry_auth": endpoints.schema_registry_auth,
         }
         for attr, name, kind in (
             ("name", "EVENTSTORE_NAME", str),
@@ -99,7 +104,7 @@ class StoreConfig:
 
     def as_env(self) -> dict[str, str]:
         """This config as the environment `from_env` reads (for an `eventstore` CLI subprocess; it holds
-        the Kafka client's passwords, if any: never print it)."""
+        the Kafka client's and the registry's passwords, if any: never print it)."""
         env = {
             "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap_servers,
             "SCHEMA_REGISTRY_URL": self.schema_registry_url,
@@ -116,7 +121,12 @@ class StoreConfig:
             "EVENTSTORE_DLQ_TOPIC": self.dlq_topic,
             "EVENTSTORE_REPLICATION_FACTOR": self.replication_factor,
         }
-        return env | {k: str(v) for k, v in optional.items() if v} | self.kafka_client.as_env()
+        return (
+            env
+            | {k: str(v) for k, v in optional.items() if v}
+            | self.kafka_client.as_env()
+            | self.schema_registry_auth.as_env()
+        )
 
     def with_overrides(self, **flags: Any) -> StoreConfig:
         """Apply CLI flags (None = not given) over env and defaults."""

@@ -2,6 +2,8 @@
 
 `HttpRegistry` talks to the real registry; `MemoryRegistry` implements the same protocol in-process for
 unit tests and offline tools. Lookups by id are cached: a schema id never changes its schema.
+`HttpRegistry` logs in with `auth` (SCHEMA_REGISTRY_USERNAME/PASSWORD or _TOKEN, _CA_FILE, _CLIENT_CERT;
+kafkakit.http_auth); a refused login or TLS handshake is `ServiceAccessRefused` naming those settings.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import httpx
 
 from eventstore.errors import RegistryUnavailable, SchemaNotFound
 from eventstore.schemas import canonical
+from kafkakit.http_auth import NO_REGISTRY_AUTH, HttpAuth, access_problem, httpx_options
 from kafkakit.subjects import every_subject
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+_SERVICE = "the schema registry"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +42,12 @@ class Registry(Protocol):
 class HttpRegistry:
     """A small Confluent-API client; every failure becomes RegistryUnavailable naming the URL."""
 
-    def __init__(self, url: str, *, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, *, timeout: float = 10.0, auth: HttpAuth = NO_REGISTRY_AUTH) -> None:
         self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, headers={"Content-Type": CONTENT_TYPE})
+        self._auth = auth
+        self._http = httpx.Client(
+            base_url=self.url, timeout=timeout, headers={"Content-Type": CONTENT_TYPE}, **httpx_options(auth)
+        )
         self._by_id: dict[int, str] = {}
         self._ids: dict[tuple[str, str], int] = {}
 
@@ -49,12 +56,17 @@ class HttpRegistry:
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
         try:
-            return self._http.request(method, path, json=body)
+            response = self._http.request(method, path, json=body)
         except httpx.HTTPError as exc:
+            if refused := access_problem(_SERVICE, self.url, self._auth, error=exc):
+                raise refused from None
             raise RegistryUnavailable(
                 f"schema registry at {self.url} did not answer {method} {path} ({exc}); "
                 "check SCHEMA_REGISTRY_URL and that the registry is running"
             ) from exc
+        if refused := access_problem(_SERVICE, self.url, self._auth, status=response.status_code):
+            raise refused
+        return response
 
     def _ok(self, response: httpx.Response) -> Any:
         if response.status_code >= 400:

@@ -107,7 +107,11 @@ class EventStore(Generic[S]):
         self.config = config
         self.aggregate = aggregate
         self._owns_registry = registry is None
-        self.registry: Registry = HttpRegistry(config.schema_registry_url) if registry is None else registry
+        self.registry: Registry = (
+            HttpRegistry(config.schema_registry_url, auth=config.schema_registry_auth)
+            if registry is None
+            else registry
+        )
         self.serde = Serde(aggregate, self.registry, store=config)
 
     def close(self) -> None:

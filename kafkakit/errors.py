@@ -21,3 +21,11 @@ class BadStartPosition(ToolkitError):
 
 class KafkaAccessRefused(ConfigError):
     """A Kafka broker refused the client's credentials or the client refused the broker's certificate."""
+
+
+class HttpAuthInvalid(ConfigError):
+    """Connect's, the registry's or Redis's login/TLS settings are inconsistent or name a missing file."""
+
+
+class ServiceAccessRefused(ConfigError):
+    """Connect, the schema registry or Redis refused the login, or the TLS handshake failed."""

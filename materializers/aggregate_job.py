@@ -123,7 +123,8 @@ class AggregateJob:
         self.spark = spark
         self.plan = plan
         self.view = view_of(plan)
-        self.schemas = WriterSchemas(plan.config.endpoints.schema_registry_url)
+        endpoints = plan.config.endpoints
+        self.schemas = WriterSchemas(endpoints.schema_registry_url, auth=endpoints.schema_registry_auth)
         self.app_id = ""
         self.dead_letters = 0  # refused records sent to the dead-letter topic by this driver
         self.clock = StepClock()

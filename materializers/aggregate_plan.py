@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from kafkakit.http_auth import NO_REGISTRY_AUTH, HttpAuth, access_problem, httpx_options
 from kafkakit.subjects import every_subject
 from materializers import avro_events, event_shape
 from materializers.aggregate import (
@@ -141,20 +142,22 @@ def _aggregation(op: str, column: str) -> Column:
 
 def learn_topic_schemas(schemas: WriterSchemas, topic: str) -> None:
     """Fetch into `schemas` every writer schema of the subjects `<topic>-*`, and only those."""
-    for sid in sorted(set(_subject_ids(schemas.url, topic))):
+    for sid in sorted(set(_subject_ids(schemas.url, topic, schemas.auth))):
         schemas.get(sid)
 
 
-def _subject_ids(url: str, topic: str) -> list[int]:
+def _subject_ids(url: str, topic: str, auth: HttpAuth) -> list[int]:
     """The ids of every version of the registry subjects `<topic>-*` (Confluent-compatible API)."""
     base = url.rstrip("/")
     try:
-        every = every_subject(lambda offset, limit: _get(f"{base}/subjects?offset={offset}&limit={limit}"))
+        every = every_subject(
+            lambda offset, limit: _get(f"{base}/subjects?offset={offset}&limit={limit}", auth)
+        )
         subjects = [s for s in every if s.startswith(f"{topic}-")]
         return [
-            int(_get(f"{base}/subjects/{subject}/versions/{version}")["id"])
+            int(_get(f"{base}/subjects/{subject}/versions/{version}", auth)["id"])
             for subject in subjects
-            for version in _get(f"{base}/subjects/{subject}/versions")
+            for version in _get(f"{base}/subjects/{subject}/versions", auth)
         ]
     except httpx.HTTPError as exc:
         raise SourceUnavailable(
@@ -162,7 +165,17 @@ def _subject_ids(url: str, topic: str) -> list[int]:
         ) from exc
 
 
-def _get(url: str) -> Any:
-    reply = httpx.get(url, timeout=10.0)
+def _get(url: str, auth: HttpAuth = NO_REGISTRY_AUTH) -> Any:
+    """GET a registry document; a refused login or TLS handshake is `SourceUnavailable` naming the
+    SCHEMA_REGISTRY_* settings (kafkakit.http_auth)."""
+    try:
+        reply = httpx.get(url, timeout=10.0, **httpx_options(auth))
+        refused = access_problem("the schema registry", url, auth, status=reply.status_code)
+    except httpx.HTTPError as exc:
+        refused = access_problem("the schema registry", url, auth, error=exc)
+        if refused is None:
+            raise
+    if refused is not None:
+        raise SourceUnavailable(str(refused))
     reply.raise_for_status()
     return reply.json()

@@ -62,7 +62,8 @@ def placed(
     """The decoded records of `ranges`, each with its batch's `_batch`, `_late_wm` and `_ts` (ms)."""
     from pyspark.sql import functions as F
 
-    schemas = WriterSchemas(plan.config.endpoints.schema_registry_url)
+    endpoints = plan.config.endpoints
+    schemas = WriterSchemas(endpoints.schema_registry_url, auth=endpoints.schema_registry_auth)
     learn_topic_schemas(schemas, plan.topic)
     decoded = events(raw_records(spark, plan, ranges), view, schemas.trusting_cache())
     batches = spark.createDataFrame(

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from kafkakit.http_auth import NO_REGISTRY_AUTH, HttpAuth, access_problem, httpx_options
 from materializers import event_shape, positions
 from materializers.changes import SOURCE_COLUMNS, source_coordinates
 from materializers.errors import SourceUnavailable
@@ -72,8 +73,19 @@ class SchemaCache:
         return at is not None and now - at < MISS_TTL_S
 
 
-def _fetch(url: str, schema_id: int) -> httpx.Response:
-    return httpx.get(f"{url.rstrip('/')}/schemas/ids/{schema_id}", timeout=10.0)
+def _fetch(url: str, schema_id: int, auth: HttpAuth = NO_REGISTRY_AUTH) -> httpx.Response:
+    """GET one writer schema; a refused login or TLS handshake is `SourceUnavailable` naming the
+    SCHEMA_REGISTRY_* settings (kafkakit.http_auth's `access_problem`)."""
+    try:
+        reply = httpx.get(f"{url.rstrip('/')}/schemas/ids/{schema_id}", timeout=10.0, **httpx_options(auth))
+    except httpx.HTTPError as exc:
+        if refused := access_problem("the schema registry", url, auth, error=exc):
+            raise SourceUnavailable(str(refused)) from None
+        raise
+    status = reply.status_code
+    if refused := access_problem("the schema registry", url, auth, status=status):
+        raise SourceUnavailable(str(refused))
+    return reply
 
 
 @dataclass(slots=True)
@@ -85,12 +97,14 @@ class WriterSchemas:
     # batch's `schema_id`s and decodes again if one was new (a record is never refused unasked).
     assume_known: bool = False
     _cache: SchemaCache = field(default_factory=SchemaCache)
-    fetch: Callable[[str, int], httpx.Response] = _fetch
+    # None: GET <url>/schemas/ids/<id> with `auth` (tests pass their own)
+    fetch: Callable[[str, int], httpx.Response] | None = None
     clock: Callable[[], float] = time.monotonic
+    auth: HttpAuth = NO_REGISTRY_AUTH
 
     def trusting_cache(self) -> WriterSchemas:
         """These schemas (the same cache) in `assume_known` mode."""
-        return WriterSchemas(self.url, True, self._cache, self.fetch, self.clock)
+        return WriterSchemas(self.url, True, self._cache, self.fetch, self.clock, self.auth)
 
     def known(self) -> dict[int, str]:
         return dict(self._cache.found)
@@ -119,7 +133,11 @@ class WriterSchemas:
         if text is not None or self._cache.recently_missed(schema_id, self.clock()):
             return text
         try:
-            reply = self.fetch(self.url, schema_id)
+            reply = (
+                _fetch(self.url, schema_id, self.auth)
+                if self.fetch is None
+                else self.fetch(self.url, schema_id)
+            )
         except httpx.HTTPError as exc:
             raise SourceUnavailable(
                 f"schema registry at {self.url} is unreachable ({exc}); start it or fix SCHEMA_REGISTRY_URL"

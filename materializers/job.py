@@ -191,7 +191,9 @@ class Job:
         self.spark = spark
         self.plan = plan
         self.views: list[View] = plan.views()
-        self.schemas = WriterSchemas(plan.config.endpoints.schema_registry_url)
+        self.schemas = WriterSchemas(
+            plan.config.endpoints.schema_registry_url, auth=plan.config.endpoints.schema_registry_auth
+        )
         self.decode = plan.spec.decoder()
         self.app_id = ""
         self.dead_letters = 0

@@ -66,7 +66,9 @@ class JobPlan:
         return f"{self.base_prefix}@{self.generation}" if self.generation else self.base_prefix
 
     def cache(self) -> RedisCache:
-        return RedisCache(self.config.endpoints.redis_url, self.redis_prefix)
+        return RedisCache(
+            self.config.endpoints.redis_url, self.redis_prefix, self.config.endpoints.redis_auth
+        )
 
     def search(self) -> SearchIndex | None:
         """The Tantivy index (None: no search view, or it lives in OpenSearch: `opensearch()`)."""

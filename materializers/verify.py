@@ -97,7 +97,9 @@ def event_fold(plan: JobPlan) -> tuple[dict[str, dict[str, str]], int]:
             "Materializer(fold=...) the function folding (event_type, data) pairs into the view's fields"
         )
 
-    schemas = WriterSchemas(plan.config.endpoints.schema_registry_url)
+    schemas = WriterSchemas(
+        plan.config.endpoints.schema_registry_url, auth=plan.config.endpoints.schema_registry_auth
+    )
     streams: dict[str, dict[int, tuple[str, dict[str, Any]]]] = {}
     endpoints = plan.config.endpoints
     for msg in read_topic(

@@ -422,6 +422,11 @@ def connect_properties(ctx: Context, worker: int = 1) -> dict[str, object]:
         "plugin.path": ctx.artifacts.plugin_path,
         "plugin.discovery": "hybrid_warn",
         "topic.creation.enable": "true",
+        # Connector secrets as placeholders (cdc.secret_refs): ${env:NAME} and ${file:PATH:KEY} are
+        # resolved here, so the config topic and GET /connectors/NAME/config hold the reference only.
+        "config.providers": "env,file",
+        "config.providers.env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
+        "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
     }
 
 

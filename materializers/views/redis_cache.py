@@ -27,6 +27,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 import redis
 
+from kafkakit.http_auth import NO_REDIS_AUTH, HttpAuth, access_problem, redis_options
+from kafkakit.secrets import masked
 from materializers.errors import ViewUnavailable
 from materializers.view import Reject as Reject
 
@@ -90,17 +92,25 @@ def reject_schema() -> pa.Schema:
 class RedisCache:
     url: str
     prefix: str
+    # The login and TLS settings besides the URL's (REDIS_USERNAME, REDIS_PASSWORD, REDIS_CA_FILE, ...;
+    # kafkakit.http_auth): a `rediss://` URL with REDIS_CA_FILE verifies the server against that CA.
+    auth: HttpAuth = NO_REDIS_AUTH
 
     def client(self) -> redis.Redis:
-        return redis.Redis.from_url(self.url, socket_connect_timeout=5, socket_timeout=30)
+        return redis.Redis.from_url(
+            self.url, socket_connect_timeout=5, socket_timeout=30, **redis_options(self.auth)
+        )
 
     def check(self) -> None:
-        """Fail fast, before anything is written, when Redis does not answer."""
+        """Fail fast, before anything is written, when Redis does not answer or refuses the login."""
         try:
             self.client().ping()
         except redis.RedisError as exc:
+            # WRONGPASS, NOAUTH, NOPERM (redis-py's errors hold no secret) or a failed TLS handshake
+            if refused := access_problem("Redis", self.url, self.auth, error=exc):
+                raise ViewUnavailable(str(refused)) from None
             raise ViewUnavailable(
-                f"Redis at {self.url} does not answer ({exc}); start Redis or point REDIS_URL at it"
+                f"Redis at {masked(self.url)} does not answer ({exc}); start Redis or point REDIS_URL at it"
             ) from exc
 
     def key(self, entity: str) -> str:

@@ -78,7 +78,7 @@ class _RecordingConnect:
 @pytest.fixture
 def connect(monkeypatch: pytest.MonkeyPatch) -> _RecordingConnect:
     recorder = _RecordingConnect()
-    monkeypatch.setattr(cdc.cli, "ConnectClient", lambda url: recorder)
+    monkeypatch.setattr(cdc.cli, "ConnectClient", lambda url, auth=None: recorder)
     monkeypatch.delenv("SCHEMA_REGISTRY_URL", raising=False)
     return recorder
 
