@@ -14,6 +14,7 @@ import psycopg
 from rich.table import Table
 
 from demo.report import Sample
+from demo.search import SearchReader
 from materializers import lag, status
 from materializers.job import JobPlan
 
@@ -122,6 +123,7 @@ class ViewReaders:
     plan: JobPlan
     warehouse_every_s: float = 0.25
     _warehouse_at: float = field(default=float("-inf"), init=False)
+    _search: SearchReader | None = field(default=None, init=False)
 
     def due(self) -> dict[str, NameReader]:
         readers: dict[str, NameReader] = {"cache": self.cache, "search": self.search}
@@ -135,9 +137,10 @@ class ViewReaders:
         return {i: str(row["name"]) for i in ids if (row := cache.read(str(i))) and "name" in row}
 
     def search(self, ids: list[int]) -> dict[int, str]:
-        index = self.plan.search()
-        assert index is not None
-        return {i: doc["name"] for i in ids if (doc := index.read(str(i))) and "name" in doc}
+        """Names a search finds now, on the backend the view lives in (demo.search)."""
+        if self._search is None:
+            self._search = SearchReader(self.plan)
+        return self._search.names(ids)
 
     def warehouse(self, ids: list[int]) -> dict[int, str]:
         try:

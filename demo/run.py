@@ -4,7 +4,10 @@
 2. a shop in Postgres captured by Debezium through `cdc` as Avro records (snapshot, then streaming);
 3. concurrent clients driving the event-sourced Order aggregate, refused and retried commands included;
 4. the products and orders materializers (Spark) under a live workload, with a live status;
-5. a search query, an `eventstore replay`, a materializer killed and restarted, `verify` on every view;
+5. a search query (answered by the backend the products' search view lives in: Tantivy, or OpenSearch
+   with DEMO_SEARCH=opensearch), an `eventstore replay`, a materializer killed and restarted, `verify`
+   on every view; the `sku_per_minute` aggregate over order lines arriving out of order and late
+   (demo/aggregates.py), its late, refused and dead-lettered records counted and `verify` exact;
 6. a summary table and demo-report/ (summary.json, lag-latency.png, logs/: the processor's and each
    materializer's output, and demo.log with this process's log records, librdkafka's lines included).
 DEMO_SCALE (default 1) scales the data and the live phase. Exit 0 only if every check passed.
@@ -23,7 +26,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import psycopg
@@ -38,13 +41,16 @@ from cdc.preflight import run_preflight
 from cdc.slots import drop_slot
 from demo import aggregates, live, orders, shop
 from demo.report import Summary, print_summary, print_time_spent, write_report
+from demo.search import SearchChoice, SearchReader, backend_from_env, drop_indices, stack_opensearch_url
+from devstack.config import StackConfig
 from devstack.session import StackHandle, open_stack
 from eventstore.config import StoreConfig
 from kafkakit.clients import make_consumer
+from kafkakit.errors import ConfigError
 from kafkakit.logs import configure_demo_logging
 from materializers import checkpoint, lag, timeline
 from materializers.catalog import lookup
-from materializers.config import RunConfig
+from materializers.config import RunConfig, parse_search_backend
 from materializers.job import JobPlan
 from materializers.verify import verify
 
@@ -57,6 +63,7 @@ class DemoConfig:
     keep: bool = False
     report_dir: Path = Path("demo-report")
     run_id: str = ""
+    search: str = "tantivy"  # the products' search view: tantivy (embedded) or opensearch
 
     @classmethod
     def from_args(cls, argv: list[str] | None = None) -> DemoConfig:
@@ -73,10 +80,25 @@ class DemoConfig:
             help="data and duration multiplier (env DEMO_SCALE)",
         )
         parser.add_argument("--report-dir", type=Path, default=Path("demo-report"))
+        parser.add_argument(
+            "--search",
+            help="the products' search view: tantivy (an index on the driver, the default) or opensearch "
+            "(written from the executors; the stack's OpenSearch node) (env DEMO_SEARCH)",
+        )
         args = parser.parse_args(argv)
         if args.scale <= 0:
             parser.error(f"--scale/DEMO_SCALE must be positive, got {args.scale}")
-        return cls(scale=args.scale, keep=args.keep, report_dir=args.report_dir, run_id=uuid.uuid4().hex[:6])
+        try:
+            search = parse_search_backend(args.search) if args.search else backend_from_env()
+        except ConfigError as exc:
+            parser.error(str(exc))
+        return cls(
+            scale=args.scale,
+            keep=args.keep,
+            report_dir=args.report_dir,
+            run_id=uuid.uuid4().hex[:6],
+            search=search,
+        )
 
     def count(self, base: int, least: int) -> int:
         return max(least, int(base * self.scale))
@@ -204,8 +226,10 @@ def _terminate_all(procs: dict[str, subprocess.Popen[bytes]]) -> None:
 DRIVER = "materializers"  # the one Spark driver keeping every materializer
 
 
-def job_plans(stack: StackHandle, cfg: DemoConfig, spec: ConnectorSpec, store: StoreConfig) -> list[JobPlan]:
-    base = RunConfig.from_env(stack.endpoints.as_env())
+def job_plans(
+    stack: StackHandle, cfg: DemoConfig, spec: ConnectorSpec, store: StoreConfig, search: SearchChoice
+) -> list[JobPlan]:
+    base = RunConfig.from_env(stack.endpoints.as_env()).with_overrides(**search.run_overrides())
     # The jobs' state (checkpoints, Tantivy, Delta) belongs to this run: an earlier run's checkpoints
     # are pinned to its own topics, so they are cleared, as the rest of the report is rewritten.
     home = cfg.report_dir / "materializers"
@@ -218,16 +242,24 @@ def job_plans(stack: StackHandle, cfg: DemoConfig, spec: ConnectorSpec, store: S
     return [JobPlan.of(lookup("products"), products), JobPlan.of(lookup("orders"), order_views)]
 
 
-def start_driver(plans: list[JobPlan], stack: StackHandle, cfg: DemoConfig) -> subprocess.Popen[bytes]:
-    """Every materializer in ONE Spark driver (a query each), started through the `materializers` CLI:
-    two drivers are two JVMs, which on 2 cores took the CPU the queries need."""
+def driver_args(plans: list[JobPlan], search: SearchChoice) -> list[str]:
+    """The `materializers start` command line keeping every plan in one driver (pure)."""
     c = plans[0].config  # one home and one Redis base prefix for all
-    args = [sys.executable, "-m", "materializers.cli", "--home", str(c.home), "start",
+    args = [sys.executable, "-m", "materializers.cli", "--home", str(c.home), *search.driver_flags(), "start",
             *(p.spec.name for p in plans), "--from", "earliest", "--trigger", "1s", "--redis-prefix", c.redis_prefix]  # fmt: skip
     for plan in plans:
         args += ["--topic", f"{plan.spec.name}={plan.topic}"]
         if plan.config.table:
             args += ["--table", f"{plan.spec.name}={plan.config.table}"]
+    return args
+
+
+def start_driver(
+    plans: list[JobPlan], stack: StackHandle, cfg: DemoConfig, search: SearchChoice
+) -> subprocess.Popen[bytes]:
+    """Every materializer in ONE Spark driver (a query each), started through the `materializers` CLI:
+    two drivers are two JVMs, which on 2 cores took the CPU the queries need."""
+    args = driver_args(plans, search)
     log_file = cfg.report_dir / "logs" / "materializers.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **stack.endpoints.as_env()}
@@ -257,7 +289,7 @@ def wait_caught_up(plans: list[JobPlan], procs: dict[str, subprocess.Popen[bytes
 
 
 def live_phase(stack: StackHandle, cfg: DemoConfig, plans: list[JobPlan], store: StoreConfig,
-               procs: dict[str, subprocess.Popen[bytes]], summary: Summary) -> None:  # fmt: skip
+               procs: dict[str, subprocess.Popen[bytes]], summary: Summary, search: SearchChoice) -> None:  # fmt: skip
     readers = live.ViewReaders(plans[0])  # products: cache, search, warehouse
     workload = live.RowWorkload(stack.pg_dsn, cfg.schema, next_id=cfg.count(1000, 60) + 1)
     tally = orders.Tally()
@@ -292,7 +324,7 @@ def live_phase(stack: StackHandle, cfg: DemoConfig, plans: list[JobPlan], store:
                 summary.killed_at_s = time.time() - started
                 procs[DRIVER].kill()
                 procs[DRIVER].wait()
-                procs[DRIVER] = start_driver(plans, stack, cfg)
+                procs[DRIVER] = start_driver(plans, stack, cfg, search)
                 crashed = True
             view.update(live.status_table(gauge, latest, workload.changes, time.time() - started))
             n += 1
@@ -343,14 +375,17 @@ def _note_recovery(summary: Summary, seen_at_s: float, latency_ms: float) -> Non
 # ------------------------------------------------------------------------------- demonstrations
 
 
-def demonstrate_search(plans: list[JobPlan]) -> bool:
-    index = plans[0].search()
-    assert index is not None
-    hits = index.search("walnut teapot", limit=3)
+def demonstrate_search(plans: list[JobPlan]) -> tuple[str, bool]:
+    """The query answered by the products' search view, whichever backend holds it: (backend, hits?)."""
+    reader = SearchReader(plans[0])
+    hits = reader.search("walnut teapot", limit=3)
     cache = plans[0].cache()
     names = [(cache.read(h) or {}).get("name", "?") for h in hits]
-    console.print(f"  search 'walnut teapot' answered from the Tantivy index: {names}")
-    return bool(hits)
+    where = f"the {reader.label} index"
+    if reader.opensearch is not None:
+        where += f" (alias {reader.opensearch.alias} at {reader.opensearch.url})"
+    console.print(f"  search 'walnut teapot' answered by {where}: {names}")
+    return reader.label, bool(hits)
 
 
 def demonstrate_replay(store: StoreConfig) -> bool:
@@ -424,9 +459,9 @@ def view_sizes(plans: list[JobPlan]) -> dict[str, int]:
     sizes = {}
     for plan in plans:
         sizes[f"{plan.spec.name} cache (Redis keys)"] = len(plan.cache().entities())
-        index = plan.search()
-        if index is not None:
-            sizes[f"{plan.spec.name} search (live documents)"] = len(index.live_documents())
+        if plan.search() is not None or plan.opensearch() is not None:
+            reader = SearchReader(plan)
+            sizes[f"{plan.spec.name} search, {reader.label} (live documents)"] = reader.live_count()
         warehouse = plan.warehouse()
         if plan.spec.current_table:
             rows = delta_warehouse.query(
@@ -443,31 +478,39 @@ def view_sizes(plans: list[JobPlan]) -> dict[str, int]:
 
 def run(stack: StackHandle, cfg: DemoConfig) -> Summary:
     summary = Summary()
+    search = SearchChoice(
+        backend=cfg.search, opensearch_url=stack_opensearch_url() if cfg.search == "opensearch" else ""
+    )
+    search.require()  # before anything is created
     console.rule(
-        f"[bold]kafka-toolkit demo[/bold] · stack: {stack.backend} · scale {cfg.scale:g} · run {cfg.run_id}"
+        f"[bold]kafka-toolkit demo[/bold] · stack: {stack.backend} · search: {search.label} · "
+        f"scale {cfg.scale:g} · run {cfg.run_id}"
     )
     with ExitStack() as cleanup:
         spec = capture_shop(stack, cfg, cleanup)
         store = order_store(stack, cfg, cleanup, summary)
-        plans = job_plans(stack, cfg, spec, store)
+        plans = job_plans(stack, cfg, spec, store, search)
+        if not cfg.keep:  # registered before the driver's stop: released after it
+            cleanup.callback(drop_indices, plans[0])
         backfill_started = time.monotonic()
-        procs = {DRIVER: start_driver(plans, stack, cfg)}
+        procs = {DRIVER: start_driver(plans, stack, cfg, search)}
         cleanup.callback(_terminate_all, procs)
         with step(
-            "materializers products (Redis, Tantivy, Delta) and orders (Redis, Delta) caught up"
+            f"materializers products (Redis, {search.label}, Delta) and orders (Redis, Delta) caught up"
         ) as done:
             done["ok"] = summary.checks["materializers caught up with the backfill"] = wait_caught_up(
                 plans, procs, timeout=300
             )
             backlog = sum(topic_sizes(stack, [p.topic for p in plans]).values())
             summary.backfill_rows_per_s = backlog / (time.monotonic() - backfill_started)
-        live_phase(stack, cfg, plans, store, procs, summary)
+        live_phase(stack, cfg, plans, store, procs, summary, search)
         with step("materializers caught up after the live phase") as done:
             done["ok"] = summary.checks["materializers caught up after the live phase"] = wait_caught_up(
                 plans, procs, timeout=300
             )
         note_time_spent(summary, plans, until=time.time())
-        summary.checks["search answered from the index"] = demonstrate_search(plans)
+        backend, answered = demonstrate_search(plans)
+        summary.checks[f"search answered from the index ({backend})"] = answered
         summary.checks["replay from an offset"] = demonstrate_replay(store)
         for plan in plans:
             differences = verify(plan)
@@ -483,6 +526,15 @@ def run(stack: StackHandle, cfg: DemoConfig) -> Summary:
     return summary
 
 
+def stack_config(cfg: DemoConfig) -> StackConfig:
+    """The local stack's settings, with the OpenSearch node when the demo's search view lives there
+    (a running stack without it is completed, not replaced)."""
+    config = StackConfig.from_env()
+    if cfg.search == "opensearch":
+        return replace(config, optional=config.optional | {"opensearch"})
+    return config
+
+
 def _stop_on_sigterm(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)  # unwinds the ExitStack: connector, slot, jobs and stack are released
 
@@ -493,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     # file, beside the processor's and the materializers' logs; see kafkakit.logs.
     configure_demo_logging(cfg.report_dir / "logs" / "demo.log")
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    with open_stack(keep_started=cfg.keep) as stack:
+    with open_stack(stack_config(cfg), keep_started=cfg.keep) as stack:
         summary = run(stack, cfg)
         print_summary(console, summary)
         print_time_spent(console, summary)

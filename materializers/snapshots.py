@@ -4,7 +4,9 @@ A snapshot (`<job dir>/snapshots/<id>/`) holds:
 - `manifest.json` — materializer, topic, generation, the checkpoint's last COMMITTED batch and its
   end offsets (see checkpoint.py), each Delta table's version, the Redis key count;
 - `redis.dump` — every key under the generation's prefix as Redis DUMP payloads;
-- `search/` — a copy of the search index directory (Tantivy commits are whole files on disk).
+- `search/` — a copy of the search index directory (Tantivy commits are whole files on disk); with the
+  OpenSearch backend instead, a snapshot of the generation's index in OpenSearch's own snapshot
+  repository, named in the manifest (views/opensearch_snapshots.py).
 Delta tables are not copied: their version numbers are enough (time travel).
 
 Consistency: the job must be stopped (a graceful stop finishes its batch and commits it), so
@@ -17,7 +19,9 @@ Restore order (everything is checked before step 1, so bad input changes nothing
    the same RESTORE commit as Spark's `RESTORE TABLE ... TO VERSION AS OF n`, without a JVM (Spark's
    was orders of magnitude slower, even on small tables), and the tables' protocol (reader 1,
    writer 2) is one both write;
-2. search: the copy is staged beside the live directory, then swapped in by two renames;
+2. search: the copy is staged beside the live directory, then swapped in by two renames; OpenSearch's
+   index is restored from its snapshot behind the readers' alias (opensearch_snapshots.restore), so
+   it is not left ahead of the offsets of step 4, nor missing documents it lost;
 3. Redis: the prefix is cleared, then every dumped key RESTOREd;
 4. checkpoint: replaced by a new one (new app id) pinned to start at the snapshot's offsets, so the
    next `start` continues exactly where the snapshot's views stopped.
@@ -36,6 +40,7 @@ from pathlib import Path
 from materializers import checkpoint, lifecycle
 from materializers.errors import NothingCommitted, SnapshotMismatch, SnapshotNotFound
 from materializers.job import IDENTITY_FILE, JobPlan, reset_checkpoint
+from materializers.views import opensearch_snapshots
 
 SNAPSHOTS_DIR = "snapshots"
 MANIFEST = "manifest.json"
@@ -56,6 +61,9 @@ class Manifest:
     redis_keys: int
     search: bool
     delta_versions: dict[str, int]  # table name (current/history) -> version
+    # the OpenSearch search view's snapshot in OpenSearch's repository ("": none, e.g. Tantivy's)
+    opensearch_repository: str = ""
+    opensearch_snapshot: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -100,6 +108,8 @@ def take(plan: JobPlan) -> Manifest:
     index = plan.search()
     if index is not None and index.path.is_dir():
         shutil.copytree(index.path, staging / SEARCH_COPY)
+    remote = plan.opensearch()
+    remote_snapshot = opensearch_snapshots.take(remote, snap_id) if remote is not None else ""
     ident = json.loads((plan.checkpoint / IDENTITY_FILE).read_text())
     manifest = Manifest(
         id=snap_id,
@@ -113,6 +123,8 @@ def take(plan: JobPlan) -> Manifest:
         redis_keys=keys,
         search=(staging / SEARCH_COPY).is_dir(),
         delta_versions={name: delta_version(path) for name, path in delta_tables(plan).items()},
+        opensearch_repository=opensearch_snapshots.REPOSITORY if remote_snapshot else "",
+        opensearch_snapshot=remote_snapshot,
     )
     (staging / MANIFEST).write_text(manifest.to_json())
     staging.rename(root / snap_id)
@@ -156,6 +168,7 @@ def find(plan: JobPlan, snap_id: str) -> tuple[Path, Manifest]:
             f"live views are generation {plan.generation or '(original)'!r} (rebuilt since); its Delta "
             "versions do not apply to the new tables — take a new snapshot of the live views"
         )
+    backend_mismatch(plan, manifest)
     missing = [
         n for n in (REDIS_DUMP, *([SEARCH_COPY] if manifest.search else [])) if not (where / n).exists()
     ]
@@ -164,10 +177,26 @@ def find(plan: JobPlan, snap_id: str) -> tuple[Path, Manifest]:
     return where, manifest
 
 
+def backend_mismatch(plan: JobPlan, manifest: Manifest) -> None:
+    """Refuse a snapshot whose search view lives in the other backend than the plan's (pure): the
+    restore would leave the plan's search view as it is, ahead of the restored offsets."""
+    held = "opensearch" if manifest.opensearch_snapshot else "tantivy" if manifest.search else ""
+    wants = "opensearch" if plan.opensearch() is not None else "tantivy" if plan.search() is not None else ""
+    if held and wants and held != wants:
+        raise SnapshotMismatch(
+            f"snapshot {manifest.id} holds the search view in {held}, but this run keeps it in {wants}; "
+            f"restore with --search-backend {held}, or take a new snapshot with --search-backend {wants}"
+        )
+
+
 def check_restorable(plan: JobPlan, snap_id: str) -> tuple[Path, Manifest]:
     """Every check a restore makes before it changes anything (no Spark needed)."""
     lifecycle.refuse_if_running(plan.config, plan.spec.name, "restore")
-    return find(plan, snap_id)
+    where, manifest = find(plan, snap_id)
+    remote = plan.opensearch()
+    if remote is not None and manifest.opensearch_snapshot:
+        opensearch_snapshots.check(remote, manifest.opensearch_repository, manifest.opensearch_snapshot)
+    return where, manifest
 
 
 def restore(plan: JobPlan, where: Path, manifest: Manifest) -> None:
@@ -190,5 +219,8 @@ def restore(plan: JobPlan, where: Path, manifest: Manifest) -> None:
             index.path.rename(retired)
         staged.rename(index.path)
         shutil.rmtree(retired, ignore_errors=True)
+    remote = plan.opensearch()
+    if remote is not None and manifest.opensearch_snapshot:
+        opensearch_snapshots.restore(remote, manifest.opensearch_repository, manifest.opensearch_snapshot)
     plan.cache().restore_from(where / REDIS_DUMP)
     reset_checkpoint(plan, manifest.offsets, note=f"restored from snapshot {manifest.id}")

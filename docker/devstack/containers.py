@@ -1,4 +1,5 @@
-"""The toolkit's five services as Docker containers (testcontainers), for machines with a Docker engine.
+"""The toolkit's five services as Docker containers (testcontainers), for machines with a Docker engine,
+and OpenSearch when the stack asks for it (STACK_OPENSEARCH=1, as the local stack).
 
 The same images and tags as docker/compose.yaml — both follow [tool.toolkit.pins] in pyproject.toml —
 and the settings of the local-process stack (docker/devstack/services.py), on one Docker network.
@@ -6,12 +7,15 @@ tests/unit/test_pins.py checks that this module, the compose file and the pins a
 
 Guarantees: `start_container_stack` returns only after every service answered a real probe from the host:
 Postgres `select 1`, a Kafka metadata request, Connect's `/connector-plugins` listing the Debezium
-PostgresConnector, Redis PING, Apicurio's Confluent-compatible `/subjects`. If a service fails, the
-containers started so far and the network are removed and `ServiceNotReady` carries that service's log
-tail. Host ports are picked free on this machine and bound explicitly, so a container restarted after
-`kill()` keeps its address and `endpoints` stay valid; data lives in the containers' volumes until `stop()`.
-Assumptions: the Docker engine is local (the free-port choice is made here) and testcontainers is
-installed (`pip install -e '.[dev]'`); import this module lazily from code that must run without it.
+PostgresConnector, Redis PING, Apicurio's Confluent-compatible `/subjects`, OpenSearch's cluster health
+green or yellow. If a service fails, the containers started so far and the network are removed and
+`ServiceNotReady` carries that service's log tail. Host ports are picked free on this machine and bound
+explicitly on 127.0.0.1 only (the services have no passwords, and OpenSearch runs without its security
+plugin: as in compose, nothing is published to the network), so a container restarted after `kill()`
+keeps its address and `endpoints` stay valid; data lives in the containers' volumes until `stop()`.
+Assumptions: the Docker engine is local (the free-port choice is made here, and its loopback is ours)
+and testcontainers is installed (`pip install -e '.[dev]'`); import this module lazily from code that
+must run without it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 from urllib.parse import quote
 
 from docker.errors import DockerException
@@ -38,7 +42,7 @@ from testcontainers.core.network import Network
 from testcontainers.core.wait_strategies import HttpWaitStrategy
 from testcontainers.core.waiting_utils import WaitStrategy, WaitStrategyTarget
 
-from devstack import probes
+from devstack import opensearch, probes
 from devstack.artifacts import (
     APICURIO_CONVERTER_FOLDER,
     Artifacts,
@@ -46,7 +50,7 @@ from devstack.artifacts import (
     fetch_apicurio_converter,
     fetch_toolkit_plugins,
 )
-from devstack.config import free_port
+from devstack.config import StackConfig, free_port
 from devstack.errors import PrerequisiteMissing, ServiceNotReady, StackError
 from devstack.pins import Pins
 from kafkakit.settings import Endpoints
@@ -59,6 +63,9 @@ KAFKA_ALIAS, KAFKA_NETWORK_PORT, KAFKA_HOST_LISTENER_PORT = "kafka", 9092, 19092
 CONNECT_ALIAS, CONNECT_PORT = "connect", 8083
 REDIS_ALIAS, REDIS_PORT = "redis", 6379
 REGISTRY_ALIAS, REGISTRY_PORT = "apicurio", 8080
+OPENSEARCH_ALIAS, OPENSEARCH_PORT = "opensearch", 9200
+# Published ports bind here only: a port on 0.0.0.0 (Docker's default) reaches every network the host is on.
+LOOPBACK = "127.0.0.1"
 CCOMPAT_PATH = "/apis/ccompat/v7"
 
 # Logical decoding for Debezium; durability traded for speed (a throw-away database whose WAL is still
@@ -81,7 +88,7 @@ class Images:
     connect: str
     redis: str
     registry: str
-    opensearch: str  # compose's optional service; the container stack does not start it (yet)
+    opensearch: str  # started only when the stack asks for it (StackConfig.optional)
 
     @classmethod
     def from_pins(cls, pins: Pins) -> Images:
@@ -167,6 +174,28 @@ def registry_env() -> dict[str, str]:
     }
 
 
+def opensearch_env() -> dict[str, str]:
+    """Node settings for the official image, identical to docker/compose.yaml's opensearch service."""
+    return {
+        # One node elects itself; bootstrap checks (meant for production hosts) do not apply.
+        "discovery.type": "single-node",
+        # No security plugin and no demo certificates: plain HTTP like the local node; safe only because
+        # the port is published on the loopback alone.
+        "DISABLE_SECURITY_PLUGIN": "true",
+        "DISABLE_INSTALL_DEMO_CONFIG": "true",
+        "OPENSEARCH_JAVA_OPTS": "-Xms512m -Xmx512m",
+        # Where `fs` snapshot repositories may live (the materializers' snapshots register one there).
+        "path.repo": "/usr/share/opensearch/snapshots",
+    }
+
+
+def publish(container: DockerContainer, port: int, host_port: int) -> None:
+    """Publish the container's `port` at 127.0.0.1:`host_port`. testcontainers' `with_bind_ports` takes a
+    port only, which Docker binds on every interface; docker-py's run() takes (address, port) too."""
+    ports: dict[str, Any] = container.ports
+    ports[str(port)] = (LOOPBACK, host_port)
+
+
 def docker_engine_available(timeout_s: float = 2.0) -> bool:
     """True when a Docker engine answers a ping within `timeout_s` (DOCKER_HOST or the default socket)."""
     try:
@@ -226,7 +255,7 @@ class ApacheKafkaContainer(DockerContainer):
         self.with_command(["bash", "-c", wait_then_run]).with_envs(**kafka_env())
         # Random per start, in Kafka's Uuid text form (URL-safe base64 of 16 bytes); never hard-coded.
         self.with_env("CLUSTER_ID", base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))
-        self.with_bind_ports(KAFKA_HOST_LISTENER_PORT, host_port)
+        publish(self, KAFKA_HOST_LISTENER_PORT, host_port)
 
     def get_bootstrap_server(self) -> str:
         return f"{self.get_container_host_ip()}:{self.get_exposed_port(KAFKA_HOST_LISTENER_PORT)}"
@@ -245,7 +274,7 @@ class ApacheKafkaContainer(DockerContainer):
 
 @dataclass(frozen=True, slots=True)
 class RunningService:
-    name: str  # the local stack's service names: postgres, redis, kafka, registry, connect
+    name: str  # the local stack's service names: postgres, redis, kafka, registry, connect, opensearch
     container: DockerContainer
     ready: WaitStrategy
 
@@ -287,6 +316,7 @@ class ContainerStack:
     registry_url_for_connect: str
     services: tuple[RunningService, ...]  # in start order: Connect after Kafka
     network: Network
+    opensearch_url: str | None = None  # None: OpenSearch was not asked for
 
     @property
     def pg_dsn_for_connect(self) -> str:
@@ -361,13 +391,19 @@ def connect_plugins(pins: Pins) -> dict[str, str]:
 
 
 def _define(
-    images: Images, network: Network, timeout: int, plugins: Mapping[str, str]
+    images: Images,
+    network: Network,
+    timeout: int,
+    plugins: Mapping[str, str],
+    optional: frozenset[str] = frozenset(),
 ) -> tuple[list[RunningService], Callable[[], Endpoints]]:
-    """The five containers (configured, not started) with their probes, and their host endpoints."""
+    """The five containers and the `optional` ones asked for (configured, not started) with their
+    probes, and the five's host endpoints."""
 
     def on_network(container: DockerContainer, alias: str, port: int) -> DockerContainer:
         # An explicit host port survives a restart; an ephemeral one would be re-drawn by Docker.
-        return container.with_network(network).with_network_aliases(alias).with_bind_ports(port, free_port())
+        publish(container, port, free_port())
+        return container.with_network(network).with_network_aliases(alias)
 
     pg = PostgresContainer(
         images.postgres, username="postgres", password="postgres", dbname="postgres", driver=None
@@ -400,6 +436,15 @@ def _define(
             ),
         ),
     ]
+    if "opensearch" in optional:
+        node = DockerContainer(images.opensearch).with_envs(**opensearch_env())
+        node_ready = HostProbe(
+            "OpenSearch cluster health green or yellow",
+            lambda: opensearch.healthy(_http_url(node, OPENSEARCH_PORT), 3.0),
+        )
+        services.append(
+            RunningService("opensearch", on_network(node, OPENSEARCH_ALIAS, OPENSEARCH_PORT), node_ready)
+        )
     for service in services:
         service.ready.with_startup_timeout(timeout)
         if service.container is not kafka:  # Kafka waits itself, once its listeners are released
@@ -417,8 +462,17 @@ def _define(
     return services, endpoints
 
 
-def start_container_stack(*, pins: Pins | None = None, ready_timeout_s: float = 180.0) -> ContainerStack:
-    """Start Postgres, Redis, Apicurio, Kafka and Connect on one network; return once all answer."""
+def opensearch_url(services: Sequence[RunningService]) -> str | None:
+    """OpenSearch's host address, once its container runs (None: not asked for)."""
+    found = [s.container for s in services if s.name == "opensearch"]
+    return _http_url(found[0], OPENSEARCH_PORT) if found else None
+
+
+def start_container_stack(
+    *, pins: Pins | None = None, ready_timeout_s: float = 180.0, optional: frozenset[str] | None = None
+) -> ContainerStack:
+    """Start Postgres, Redis, Apicurio, Kafka and Connect on one network, and the `optional` services
+    (None: the stack's, STACK_OPENSEARCH=1 adds OpenSearch); return once all answer."""
     if not docker_engine_available():
         raise PrerequisiteMissing(
             "no Docker engine answers (DOCKER_HOST or /var/run/docker.sock); start Docker, "
@@ -426,8 +480,9 @@ def start_container_stack(*, pins: Pins | None = None, ready_timeout_s: float = 
         )
     pins = pins or Pins.load()
     network = Network().create()
+    wanted = StackConfig.from_env().optional if optional is None else optional
     services, endpoints_of = _define(
-        Images.from_pins(pins), network, int(ready_timeout_s), connect_plugins(pins)
+        Images.from_pins(pins), network, int(ready_timeout_s), connect_plugins(pins), wanted
     )
     started: list[DockerContainer] = []
     try:
@@ -436,6 +491,7 @@ def start_container_stack(*, pins: Pins | None = None, ready_timeout_s: float = 
             with _readiness(service):
                 service.container.start()
         endpoints = endpoints_of()
+        node_url = opensearch_url(services)
     except BaseException:
         _remove(started, network)
         raise
@@ -447,4 +503,5 @@ def start_container_stack(*, pins: Pins | None = None, ready_timeout_s: float = 
         registry_url_for_connect=f"http://{REGISTRY_ALIAS}:{REGISTRY_PORT}",
         services=tuple(services),
         network=network,
+        opensearch_url=node_url,
     )

@@ -7,8 +7,9 @@ directory, which Maven does not ship. Every node setting is a `key=value` argume
 
 Guarantees: the node binds 127.0.0.1 only (no security plugin, so it must not be reachable from the
 network), runs as a single-node cluster (no bootstrap checks, no discovery), keeps its data under
-<state>/opensearch/data (it survives a restart), and is ready when `_cluster/health` answers green or
-yellow. Assumptions: Java 17 (OpenSearch 2.19.x is the newest that runs on it); indices made for one
+<state>/opensearch/data (it survives a restart), may write snapshots under <state>/opensearch/snapshots
+(`path.repo`: the materializers' snapshots register an `fs` repository there), and is ready when
+`_cluster/health` answers green or yellow. Assumptions: Java 17 (OpenSearch 2.19.x is the newest that runs on it); indices made for one
 node need `number_of_replicas: 0`, or their health stays yellow (the view takes replicas from a setting).
 """
 
@@ -29,6 +30,8 @@ def node_settings(state: Path, http_port: int, transport_port: int) -> dict[str,
         "path.home": str(base / "home"),
         "path.data": str(base / "data"),
         "path.logs": str(base / "logs"),
+        # Where `fs` snapshot repositories may live: OpenSearch refuses any location outside it.
+        "path.repo": str(base / "snapshots"),
         "cluster.name": "devstack",
         "node.name": "devstack",
         "network.host": "127.0.0.1",
@@ -43,7 +46,7 @@ def node_settings(state: Path, http_port: int, transport_port: int) -> dict[str,
 
 
 def prepare(state: Path) -> None:
-    for sub in ("home", "data", "logs"):
+    for sub in ("home", "data", "logs", "snapshots"):
         (state / "opensearch" / sub).mkdir(parents=True, exist_ok=True)
 
 

@@ -14,12 +14,13 @@ a small one; the same function either way):
 2. only for entities whose newest change did not carry every column: `mget` their stored documents
    (real-time, no refresh needed) and fill those columns from them, unless the batch carried the
    column at a position newer than the stored document's (`changes.keeps`);
-3. bulk-index every entity's document at version = its position; a delete indexes a tombstone
-   (`deleted`, position, no data), so an older upsert arriving later is refused and cannot resurrect it;
-4. read the bulk reply: a version conflict is a replayed, duplicated or late change — refused by
-   design, not an error; 429s are retried with backoff by the bulk helper; a document OpenSearch
-   cannot hold (a mapping error) is returned as a reject (dead letters, with its offset); anything
-   else fails the batch, which Spark runs again (every write above is safe to repeat).
+3. bulk-index every entity's document at version = its position (opensearch_bulk.py: NDJSON encoded
+   once, one request in flight while the next is encoded); a delete indexes a tombstone (`deleted`,
+   position, no data), so an older upsert arriving later is refused and cannot resurrect it;
+4. read the bulk replies: a version conflict is a replayed, duplicated or late change — refused by
+   design, not an error; 429s are sent again with backoff; a document OpenSearch cannot hold (a
+   mapping error) is returned as a reject (dead letters, with its offset); anything else fails the
+   batch, which Spark runs again (every write above is safe to repeat).
 No marker is needed: a re-run batch's writes all conflict. A crash mid-bulk leaves some documents
 written and the batch uncommitted; the re-run writes the rest. Readers search the alias
 (`<prefix>-<materializer>`), which points at the live generation's index; tombstones are filtered out.
@@ -29,6 +30,7 @@ partitioning), so step 2's fill is not raced by another writer of the same entit
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +41,7 @@ from materializers.changes import keeps
 from materializers.errors import ViewUnavailable
 from materializers.truth import Difference, Truth, compare
 from materializers.view import Reject
+from materializers.views import opensearch_bulk
 from materializers.views.postgres_table import Row, batch_rows
 from materializers.views.redis_cache import REJECT_DDL, REJECT_FIELDS, reject_schema
 
@@ -52,10 +55,8 @@ if TYPE_CHECKING:
 MAX_VERSION = 2**63 - 1  # OpenSearch versions are Java longs
 # A keyword longer than this is kept in _source but not indexed: Lucene refuses terms over 32 KiB.
 KEYWORD_IGNORE_ABOVE = 8191
-CHUNK = 1000  # documents per bulk request
-# Bytes per bulk request: well under OpenSearch's http.max_content_length (100 MB by default), which
-# refuses a whole request (413) and so would fail every document in it.
-CHUNK_BYTES = 10 * 2**20
+CHUNK = opensearch_bulk.CHUNK  # documents per bulk request
+MGET_CHUNK = 1000  # ids per real-time `mget` of stored documents
 META_FIELDS = {"entity": "keyword", "position": "keyword", "deleted": "boolean"}
 COORDINATES = ("src_topic", "src_partition", "src_offset")
 
@@ -137,29 +138,18 @@ def document(row: Row, stored: Mapping[str, Any] | None, columns: tuple[str, ...
     return body
 
 
-def action(index: str, row: Row, body: Mapping[str, Any]) -> dict[str, Any]:
-    """One bulk action: index the document at version = its position, refused unless newer."""
-    return {
-        "_op_type": "index",
-        "_index": index,
-        "_id": row.key,
-        "version": version_of(row.position),
-        "version_type": "external",
-        "_source": dict(body),
-    }
+def bulk_doc(index: str, row: Row, body: Mapping[str, Any]) -> opensearch_bulk.Doc:
+    """One bulk action (pure): index the document at version = its position, refused unless newer."""
+    return row.key, opensearch_bulk.encode(index, row.key, version_of(row.position), body)
 
 
-def outcome(item: Mapping[str, Any]) -> tuple[str, str | None]:
-    """('ok' | 'stale' | 'reject' | 'fail', error) of one bulk reply item (pure). Stale: a version
-    conflict, i.e. OpenSearch already holds this position or a newer one."""
-    result = next(iter(item.values()))
-    status, error = int(result.get("status", 500)), result.get("error")
-    if status < 300:
-        return "ok", None
-    reason = f"{error.get('type')}: {error.get('reason')}" if isinstance(error, dict) else str(error)
-    if status == 409:
-        return "stale", reason
-    return ("reject" if status == 400 else "fail"), reason
+@functools.lru_cache(maxsize=8)
+def _client(url: str, timeout_s: float) -> OpenSearch:
+    """One client (its connection pool) per address and process: a Python worker writes every batch's
+    partitions, and the demo's probes read many times a second, each over a kept-alive connection."""
+    from opensearchpy import OpenSearch
+
+    return OpenSearch(hosts=[url], timeout=timeout_s, max_retries=2, retry_on_timeout=True)
 
 
 # ---------------------------------------------------------------- the adapter
@@ -180,9 +170,7 @@ class OpenSearchIndex:
     failpoint: str = ""  # tests: "search-mid-bulk:<marker>" holds the writer after its first request
 
     def client(self) -> OpenSearch:
-        from opensearchpy import OpenSearch
-
-        return OpenSearch(hosts=[self.url], timeout=self.timeout_s, max_retries=2, retry_on_timeout=True)
+        return _client(self.url, self.timeout_s)
 
     def _unavailable(self, exc: Exception) -> SearchBackendUnavailable:
         return SearchBackendUnavailable(
@@ -268,14 +256,18 @@ class OpenSearchIndex:
     def apply_rows(self, rows: Sequence[dict[str, Any]]) -> list[Reject]:
         """Steps 1-4 of the module docstring for the change rows of one partition or batch."""
         folded = batch_rows(rows, self.data_columns)
-        where = sources(rows)
         unfit = [r for r in folded if not _fits(r.position)]
         docs = [r for r in folded if _fits(r.position)]
         client = self.client()
         stored = self._stored(client, [d.key for d in docs if needs_stored(d, self.data_columns)])
-        actions = [action(self.index, d, document(d, stored.get(d.key), self.data_columns)) for d in docs]
-        rejects = [(*where[r.key], f"position {r.position} does not fit OpenSearch's version") for r in unfit]
-        return rejects + self._bulk(client, actions, where)
+        # a generator: each request is encoded while the one before is on the wire
+        lines = (bulk_doc(self.index, d, document(d, stored.get(d.key), self.data_columns)) for d in docs)
+        refused = [(r.key, f"position {r.position} does not fit OpenSearch's version") for r in unfit]
+        refused += self._bulk(client, lines)
+        if not refused:
+            return []
+        where = sources(rows)  # only now: sorting every row for its coordinates cost as much as a fold
+        return [(*where[entity], error) for entity, error in refused]
 
     def _stored(self, client: OpenSearch, entities: list[str]) -> dict[str, dict[str, Any]]:
         if not entities:
@@ -284,59 +276,58 @@ class OpenSearchIndex:
 
         found: dict[str, dict[str, Any]] = {}
         try:
-            for at in range(0, len(entities), CHUNK):  # a backfill partition may hold many TOAST rows
-                reply = client.mget(index=self.index, body={"ids": entities[at : at + CHUNK]})
+            for at in range(0, len(entities), MGET_CHUNK):  # a backfill partition may hold many TOAST rows
+                reply = client.mget(index=self.index, body={"ids": entities[at : at + MGET_CHUNK]})
                 found.update((d["_id"], d["_source"]) for d in reply["docs"] if d.get("found"))
         except OpenSearchException as exc:
             raise self._unavailable(exc) from exc
         return found
 
-    def _bulk(
-        self, client: OpenSearch, actions: list[dict[str, Any]], where: Mapping[str, tuple[str, int, int]]
-    ) -> list[Reject]:
-        from opensearchpy import helpers
+    def _bulk(self, client: OpenSearch, docs: Iterable[opensearch_bulk.Doc]) -> list[tuple[str, str]]:
+        """(entity, error) of each document OpenSearch refused to hold; a failed write fails the batch."""
         from opensearchpy.exceptions import OpenSearchException
 
-        rejects: list[Reject] = []
-        failures: list[str] = []
+        def hold() -> None:
+            failpoints.hold(self.failpoint, "search-mid-bulk", f"{CHUNK} documents written")
+
         try:
-            replies = helpers.streaming_bulk(
-                client,
-                actions,
-                chunk_size=CHUNK,
-                max_chunk_bytes=CHUNK_BYTES,
-                raise_on_error=False,
-                max_retries=5,  # 429s (a full write queue) are retried with exponential backoff
-                initial_backoff=1,
-            )
-            for done, (_ok, item) in enumerate(replies, start=1):
-                if done == CHUNK:  # the first request answered; the generator sends the next when asked
-                    failpoints.hold(self.failpoint, "search-mid-bulk", f"{CHUNK} documents written")
-                kind, error = outcome(item)
-                entity = str(next(iter(item.values())).get("_id"))
-                if kind == "reject":
-                    rejects.append((*where[entity], f"OpenSearch refused the document: {error}"))
-                elif kind == "fail":
-                    failures.append(f"{entity}: {error}")
+            outcomes = opensearch_bulk.write(client, docs, hold)
         except OpenSearchException as exc:
             raise self._unavailable(exc) from exc
+        failures = [f"{entity}: {error}" for entity, kind, error in outcomes if kind == "fail"]
         if failures:
             raise SearchBackendUnavailable(
                 f"OpenSearch at {self.url} failed {len(failures)} write(s) to {self.index!r}, e.g. "
                 f"{failures[0]}; the batch is not committed and runs again (check the cluster's health "
                 "and disk watermarks)"
             )
-        return rejects
+        return [
+            (entity, f"OpenSearch refused the document: {error}")
+            for entity, kind, error in outcomes
+            if kind == "reject"
+        ]
 
     def apply_arrow(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """`apply_rows` for `DataFrame.mapInArrow` on the executors: Arrow in, reject batches out; a
-        decoder's error rows (the one-pass path) are rejected with their error, unapplied."""
+        decoder's error rows (the one-pass path) are rejected with their error, unapplied.
+
+        Each Arrow batch Spark hands over (`spark.sql.execution.arrow.maxRecordsPerBatch`, 10,000
+        rows by default) is written before the next is read, not the whole partition at once: the
+        JVM decodes the next batch meanwhile, and a backfill's partition (250,000 rows in a 2M
+        bench batch) is never held in Python whole. The end state is the same: an entity seen in
+        two of them is written twice, the newer version winning in OpenSearch, and a column the
+        later change did not carry is filled from the document the earlier one wrote (read in real
+        time, after its bulk was acknowledged)."""
         import pyarrow as pa
 
-        rows = [row for batch in batches for row in batch.to_pylist()]
-        changes = [r for r in rows if r.get("error") is None]
-        rejects = [(*(r[c] for c in COORDINATES), r["error"]) for r in rows if r.get("error") is not None]
-        rejects += self.apply_rows(changes) if changes else []
+        rejects: list[Reject] = []
+        for batch in batches:
+            rows = batch.to_pylist()
+            changes = [r for r in rows if r.get("error") is None]
+            rejects += [
+                (*(r[c] for c in COORDINATES), r["error"]) for r in rows if r.get("error") is not None
+            ]
+            rejects += self.apply_rows(changes) if changes else []
         yield pa.RecordBatch.from_pylist(
             [dict(zip(REJECT_FIELDS, r, strict=True)) for r in rejects], schema=reject_schema()
         )
@@ -364,6 +355,17 @@ class OpenSearchIndex:
         if not reply.get("found") or reply["_source"].get("deleted"):
             return None
         return {k: v for k, v in reply["_source"].items() if k in self.data_columns}
+
+    def searchable(self, entities: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The live documents of `entities` that a search through the alias finds now, with their
+        columns: written AND refreshed (`read` is real-time and so shows a write before any search
+        can find it); what commit->searchable latency is measured with."""
+        if not entities:
+            return {}
+        query = {"bool": {"filter": [{"terms": {"entity": list(entities)}}, {"term": {"deleted": False}}]}}
+        reply = self.client().search(index=self.alias, body={"query": query, "size": len(entities)})
+        hits = reply["hits"]["hits"]
+        return {h["_id"]: {k: v for k, v in h["_source"].items() if k in self.data_columns} for h in hits}
 
     def live_documents(self) -> dict[str, dict[str, str]]:
         """Every live document's columns, of this generation's index (what `verify` compares)."""

@@ -16,7 +16,10 @@ def test_the_node_binds_loopback_as_a_single_node_under_the_state_dir(tmp_path: 
     assert settings["network.host"] == "127.0.0.1"
     assert settings["discovery.type"] == "single-node"
     assert (settings["http.port"], settings["transport.port"]) == ("19200", "19300")
-    assert all(settings[k].startswith(str(tmp_path)) for k in ("path.home", "path.data", "path.logs"))
+    paths = ("path.home", "path.data", "path.logs", "path.repo")
+    assert all(settings[k].startswith(str(tmp_path)) for k in paths)
+    opensearch.prepare(tmp_path)
+    assert Path(settings["path.repo"]).is_dir()  # snapshots have their place before the node starts
 
 
 def test_the_command_bounds_the_heap_and_passes_every_setting(tmp_path: Path) -> None:

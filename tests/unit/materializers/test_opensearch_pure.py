@@ -3,6 +3,7 @@ external versions, the mapping from the spec, and how bulk replies are read."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -10,15 +11,15 @@ import pytest
 from kafkakit.errors import ConfigError
 from materializers import positions
 from materializers.config import RunConfig
+from materializers.views.opensearch_bulk import outcome
 from materializers.views.opensearch_index import (
     MAX_VERSION,
-    action,
     alias_name,
+    bulk_doc,
     conflicts,
     document,
     mappings,
     needs_stored,
-    outcome,
     sources,
     version_of,
 )
@@ -76,8 +77,12 @@ def test_a_delete_is_a_tombstone_at_its_position() -> None:
     [doc] = batch_rows([change("9", 40, "delete")], COLUMNS)
     body = document(doc, {"position": "0", "name": "old"}, COLUMNS)
     assert body == {"entity": "9", "position": positions.cdc(40, snapshot=False), "deleted": True}
-    bulk = action("idx", doc, body)
-    assert (bulk["_id"], bulk["version"], bulk["version_type"]) == ("9", 401, "external")
+    entity, lines = bulk_doc("idx", doc, body)
+    meta, source = (json.loads(line) for line in lines.decode().splitlines())
+    assert entity == "9" and meta == {
+        "index": {"_index": "idx", "_id": "9", "version": 401, "version_type": "external"}
+    }
+    assert source == body
 
 
 def test_the_mapping_analyses_search_fields_and_keeps_the_rest_exact() -> None:
@@ -97,7 +102,7 @@ def test_a_conflicting_existing_mapping_is_named_by_column() -> None:
 
 
 @pytest.mark.parametrize(
-    ("status", "kind"), [(201, "ok"), (409, "stale"), (400, "reject"), (429, "fail"), (503, "fail")]
+    ("status", "kind"), [(201, "ok"), (409, "stale"), (400, "reject"), (429, "retry"), (503, "fail")]
 )
 def test_bulk_reply_items_are_classified(status: int, kind: str) -> None:
     error = None if status < 300 else {"type": "x", "reason": "y"}

@@ -120,6 +120,31 @@ def test_find_names_the_owner_topic_and_generation(tmp_path: Path) -> None:
         snapshots.find(products, "p4")
 
 
+def test_a_snapshot_is_refused_by_the_other_search_backend_naming_the_flag(tmp_path: Path) -> None:
+    tantivy = JobPlan.of(PRODUCTS, RunConfig(home=tmp_path, topic="t"))
+    remote = JobPlan.of(PRODUCTS, RunConfig(home=tmp_path, topic="t", search_backend="opensearch"))
+    snapshot_dir(
+        tantivy, "os", opensearch_repository="materializers", opensearch_snapshot="mat-products-g0-os"
+    )
+    snapshot_dir(tantivy, "local", search=True)
+    (tantivy.job_dir / snapshots.SNAPSHOTS_DIR / "local" / snapshots.SEARCH_COPY).mkdir()
+    with pytest.raises(SnapshotMismatch, match="restore with --search-backend opensearch"):
+        snapshots.find(tantivy, "os")
+    with pytest.raises(SnapshotMismatch, match="restore with --search-backend tantivy"):
+        snapshots.find(remote, "local")
+    assert snapshots.find(remote, "os")[1].opensearch_snapshot == "mat-products-g0-os"
+    assert snapshots.find(tantivy, "local")[1].search
+
+
+def test_a_manifest_written_before_opensearch_snapshots_still_reads(tmp_path: Path) -> None:
+    plan = JobPlan.of(PRODUCTS, RunConfig(home=tmp_path, topic="t"))
+    snapshot_dir(plan, "old")
+    where = plan.job_dir / snapshots.SNAPSHOTS_DIR / "old" / snapshots.MANIFEST
+    held = json.loads(where.read_text())
+    where.write_text(json.dumps({k: v for k, v in held.items() if not k.startswith("opensearch_")}))
+    assert snapshots.find(plan, "old")[1].opensearch_snapshot == ""
+
+
 def test_refuse_if_running(tmp_path: Path) -> None:
 
     config = RunConfig(home=tmp_path)
