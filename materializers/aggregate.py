@@ -122,6 +122,9 @@ class AggregateView:
     # late_policy "correct" only: how far behind the newest event time a record may still update its
     # (closed) window; Spark's watermark delay then. Longer than allowed_lateness.
     correction_horizon: str | None = None
+    # Also keep each group's newest window in Redis (views/redis_windows.py), for readers that want
+    # the current window without querying the table.
+    redis_current: bool = False
     derived: tuple[Derived, ...] = ()
     # Event times further ahead of the batch's time are refused: one would move the watermark past
     # every real record. Not part of the state (it only decides which records enter).

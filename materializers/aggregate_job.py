@@ -12,7 +12,9 @@ Commit order of a micro-batch (what makes a re-run change nothing):
    updated rows (absolute values per window and group, not increments) are
    persisted, then MERGEd into the table keyed by (window_start, window_end, *group_by) under the
    session confs txnAppId = the checkpoint's app id (job.json), txnVersion = the batch id: Delta skips
-   a batch it already committed, and upserting absolute values is idempotent besides;
+   a batch it already committed, and upserting absolute values is idempotent besides; then, with
+   `redis_current`, each group's newest window into Redis (views/redis_windows.py: never older over
+   newer, absolute values, so a re-run writes the same);
 4. Spark commits the batch. A crash before 4 re-runs the batch from the same offsets and state version.
 
 Assumptions and limits (this milestone):
@@ -62,6 +64,7 @@ from materializers.job import Job, claim_checkpoint, ensure_topic, source_stream
 from materializers.plan import JobPlan
 from materializers.timeline import StepClock
 from materializers.views.delta_warehouse import TXN_APP_ID, TXN_VERSION
+from materializers.views.redis_windows import CurrentWindows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -134,6 +137,11 @@ class AggregateJob:
         self._corrections: dict[int, int] = {}  # per batch run, folded in once the batch committed
         self._accounted = -1  # the last batch id folded into the totals
         self.refused_records = RefusedRecords(spark, plan, self.view)
+        self.current = (
+            CurrentWindows(plan.cache(), self.view.group_by, tuple(a.output for a in self.view.aggregations))
+            if self.view.redis_current
+            else None
+        )
         # Read now: the runner replaces the status with a fresh one before it calls `start`.
         self._previous = status.read(plan.job_dir)
 
@@ -150,6 +158,8 @@ class AggregateJob:
             endpoints.kafka_bootstrap_servers, self.plan.dlq_topic, client_config=endpoints.kafka_client
         )
         check_state(self.plan)
+        if self.current is not None:
+            self.current.cache.check()
         self._learn_schemas()
         raw = source_stream(self.spark, self.plan, start)
         aggregated = aggregate(raw, self.view, self.schemas.trusting_cache())
@@ -223,6 +233,9 @@ class AggregateJob:
                 finally:
                     spark.conf.unset(TXN_APP_ID)
                     spark.conf.unset(TXN_VERSION)
+            if self.current is not None:
+                with self.clock.timed(batch_id, "redis"):
+                    self._write_current(updated)
             # Test hook: a kill -9 here leaves the MERGE committed and the batch not (step 3 of 4).
             failpoints.hold(
                 self.plan.config.failpoint,
@@ -232,6 +245,17 @@ class AggregateJob:
             )
         finally:
             updated.unpersist()
+
+    def _write_current(self, updated: DataFrame) -> None:
+        from pyspark.sql import functions as F
+
+        assert self.current is not None
+        rows = updated.select(
+            F.unix_millis("window_start").alias("window_start"),
+            F.unix_millis("window_end").alias("window_end"),
+            *[F.col(f"`{c}`") for c in (*self.view.group_by, *self.current.values)],
+        )
+        rows.foreachPartition(self.current.write_partition)
 
     # --- status ----------------------------------------------------------------------------------
 

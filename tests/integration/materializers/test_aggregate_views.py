@@ -214,6 +214,33 @@ def test_correct_policy_updates_closed_windows_within_the_horizon(
     assert (check.difference_count, check.late_pairs) == (0, 1)
 
 
+def test_current_window_per_group_in_redis(spark: Any, lines: Lines, run_config: Any) -> None:
+    """redis_current: each group's newest window in Redis beside the table; a late update of an older
+    window leaves a newer one alone; a restart writing nothing new changes nothing."""
+    plan = JobPlan.of(materializer(view_on(lines.topic, redis_current=True)), run_config(topic=lines.topic))
+    current = AggregateJob(spark, plan).current
+    assert current is not None
+    lines.add(at(0.5), "A", 1, 100)
+    lines.add(at(1.2), "A", 2, 300)
+    lines.add(at(0.9), "B", 4, 50)
+    lines.flush()
+    drive(spark, plan)
+    assert current.read(["A"]) == {
+        "window_start": str(T0 + MINUTE), "window_end": str(T0 + 2 * MINUTE),
+        "lines": "1", "units": "2", "line_cents": "600", "orders": "1", "top_price": "300",
+    }  # fmt: skip
+    assert current.read(["B"]) is not None and current.read(["B"])["window_start"] == str(T0)  # type: ignore[index]
+    lines.add(at(0.7), "A", 3, 100)  # window 0 of A, still open: the table changes, Redis keeps minute 1
+    lines.add(at(2.5), "B", 1, 70)
+    lines.flush()
+    drive(spark, plan)
+    assert current.read(["A"])["window_start"] == str(T0 + MINUTE)  # type: ignore[index]
+    assert (0, "A", 2, 4, 100) in rows(plan)
+    b = current.read(["B"])
+    assert b is not None and (b["window_start"], b["units"]) == (str(T0 + 2 * MINUTE), "1")
+    assert current.read(["Z"]) is None
+
+
 def test_changed_window_refused(spark: Any, lines: Lines, run_config: Any) -> None:
     lines.add(at(0.5), "A", 1)
     lines.flush()

@@ -10,6 +10,8 @@ from materializers.aggregate_batches import BatchRecord, OffsetRange
 from materializers.aggregate_dead_letters import RefusedRecords
 from materializers.aggregate_replay import offset_options
 from materializers.errors import CheckpointMismatch
+from materializers.views.redis_cache import RedisCache
+from materializers.views.redis_windows import CurrentWindows
 
 
 def _offsets(checkpoint: Path, batch: int, watermark: int, timestamp: int, ends: str) -> None:
@@ -83,3 +85,9 @@ def test_refused_batches_owed_after_a_restart_and_after_a_missed_progress(tmp_pa
     owed.pending.clear()  # as if sent
     assert owed.send() == 0 and owed.through == 6
     assert RefusedRecords(None, plan, None).through == 6  # type: ignore[arg-type]
+
+
+def test_current_window_keys_keep_group_values_apart() -> None:
+    windows = CurrentWindows(RedisCache("redis://127.0.0.1:1/0", "demo:skus"), ("sku", "till"), ("lines",))
+    assert windows.key(["a:b", 7]) == 'demo:skus:current:["a:b",7]'
+    assert windows.key(["a", "b:7"]) != windows.key(["a:b", 7])
