@@ -10,6 +10,8 @@ command -v mvn >/dev/null || need+=(maven)
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)
 # javac: `devstack fetch` builds the toolkit's Connect plugin (connect-plugins/) with Maven.
 command -v javac >/dev/null || need+=(openjdk-17-jdk-headless)
+# openssl: the secured Kafka listener's CA and certificates are made with it at `devstack up`.
+command -v openssl >/dev/null || need+=(openssl)
 # A German locale: the integration tests show money formatted for it being refused by pre-flight
 # (Debezium cannot parse "1.234,50 €"). Postgres sees a locale generated before it starts.
 has_locale() { locale -a 2>/dev/null | grep -qiE '^de_DE\.utf-?8$'; }
