@@ -19,6 +19,7 @@ from devstack.artifacts import fetch_all
 from devstack.config import TOPOLOGIES, StackConfig
 from devstack.errors import ArtifactFetchFailed, PortTaken, PrerequisiteMissing, ServiceNotReady, StackError
 from kafkakit.logs import configure_cli_logging
+from kafkakit.secrets import masked
 
 console = Console(stderr=True)
 
@@ -32,8 +33,8 @@ def _up(config: StackConfig, _: argparse.Namespace) -> int:
         table.add_row(name, f"{seconds:.1f}s")
     console.print(table)
     console.print(f"whole stack ready in {result.total_seconds:.1f}s; endpoints in {config.env_file}:")
-    for key, value in result.endpoints.items():
-        print(f"export {key}={value}")
+    for key, value in result.endpoints.items():  # PG_SECURE_DSN holds a password: the file has it
+        print(f"export {key}={masked(value)}")
     return 0
 
 

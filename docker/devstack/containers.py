@@ -10,9 +10,12 @@ Postgres `select 1`, a Kafka metadata request, Connect's `/connector-plugins` li
 PostgresConnector, Redis PING, Apicurio's Confluent-compatible `/subjects`, OpenSearch's cluster health
 green or yellow. If a service fails, the containers started so far and the network are removed and
 `ServiceNotReady` carries that service's log tail. Host ports are picked free on this machine and bound
-explicitly on 127.0.0.1 only (the services have no passwords, and OpenSearch runs without its security
-plugin: as in compose, nothing is published to the network), so a container restarted after `kill()`
+explicitly on 127.0.0.1 only (Redis, Kafka, Connect and Apicurio have no passwords, and OpenSearch runs
+without its security plugin: as in compose, nothing is published to the network), so a container restarted after `kill()`
 keeps its address and `endpoints` stay valid; data lives in the containers' volumes until `stop()`.
+Postgres' superuser password is drawn anew for each stack (`new_pg_password`), given to the container
+and carried by the DSNs the stack hands out (`endpoints.pg_dsn`, `pg_dsn_for_connect`): a well-known
+postgres/postgres would let any local process in, and nothing needs to know it in advance.
 Assumptions: the Docker engine is local (the free-port choice is made here, and its loopback is ours)
 and testcontainers is installed (`pip install -e '.[dev]'`); import this module lazily from code that
 must run without it.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import base64
 import io
 import logging
+import secrets
 import tarfile
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -390,15 +394,22 @@ def connect_plugins(pins: Pins) -> dict[str, str]:
     }
 
 
+def new_pg_password() -> str:
+    """A Postgres password for one container stack: random, URL-safe (it goes into DSNs unescaped)."""
+    return secrets.token_urlsafe(18)
+
+
 def _define(
     images: Images,
     network: Network,
     timeout: int,
     plugins: Mapping[str, str],
     optional: frozenset[str] = frozenset(),
+    *,
+    pg_password: str,
 ) -> tuple[list[RunningService], Callable[[], Endpoints]]:
     """The five containers and the `optional` ones asked for (configured, not started) with their
-    probes, and the five's host endpoints."""
+    probes, and the five's host endpoints. `pg_password`: the Postgres superuser's."""
 
     def on_network(container: DockerContainer, alias: str, port: int) -> DockerContainer:
         # An explicit host port survives a restart; an ephemeral one would be re-drawn by Docker.
@@ -406,7 +417,7 @@ def _define(
         return container.with_network(network).with_network_aliases(alias)
 
     pg = PostgresContainer(
-        images.postgres, username="postgres", password="postgres", dbname="postgres", driver=None
+        images.postgres, username="postgres", password=pg_password, dbname="postgres", driver=None
     )
     pg_ready = HostProbe(
         "Postgres select 1", lambda: probes.postgres(pg.get_connection_url(driver=None), 3.0)
@@ -482,7 +493,12 @@ def start_container_stack(
     network = Network().create()
     wanted = StackConfig.from_env().optional if optional is None else optional
     services, endpoints_of = _define(
-        Images.from_pins(pins), network, int(ready_timeout_s), connect_plugins(pins), wanted
+        Images.from_pins(pins),
+        network,
+        int(ready_timeout_s),
+        connect_plugins(pins),
+        wanted,
+        pg_password=new_pg_password(),
     )
     started: list[DockerContainer] = []
     try:

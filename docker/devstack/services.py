@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from devstack import kafka_security, opensearch, probes, spark_cluster
+from devstack import kafka_security, opensearch, postgres_auth, probes, spark_cluster
 from devstack.artifacts import Artifacts
 from devstack.config import CLUSTER, SINGLE, StackConfig, Topology, numbered, port_key
 from devstack.errors import PrerequisiteMissing, StackError
@@ -57,6 +57,8 @@ class Context:
             "REDIS_URL": f"redis://127.0.0.1:{p['redis']}/0",
             "SCHEMA_REGISTRY_URL": f"http://127.0.0.1:{p['registry']}/apis/ccompat/v7",
             OPENSEARCH_ENV: f"http://127.0.0.1:{p['opensearch']}",
+            # The role that must give its password (devstack.postgres_auth); PG_DSN stays trusted.
+            postgres_auth.SECURE_DSN_ENV: postgres_auth.secure_dsn(p["postgres"], self.state),
         }
         if secured_listener(self):
             found[kafka_security.SECURE_BOOTSTRAP_ENV] = f"127.0.0.1:{p['kafka_secure']}"
@@ -233,7 +235,9 @@ def postgres_command(ctx: Context) -> list[str]:
 
 
 def probe_postgres(ctx: Context) -> bool:
-    return probes.postgres(ctx.endpoints()["PG_DSN"])
+    """Ready = the trusted superuser answers and the password-only role logs in (made here if not)."""
+    superuser = ctx.endpoints()["PG_DSN"]
+    return probes.postgres(superuser) and postgres_auth.ready(superuser, ctx.ports["postgres"], ctx.state)
 
 
 # ---------------------------------------------------------------- redis

@@ -211,6 +211,9 @@ def _main_port(ctx: Context, service: str) -> int:
 
 
 def _write_env(config: StackConfig, endpoints: dict[str, str]) -> None:
+    # Owner-only: PG_SECURE_DSN carries the secured Postgres role's password.
+    config.env_file.touch(mode=0o600)
+    config.env_file.chmod(0o600)  # a file written before it held a password
     config.env_file.write_text("".join(f"export {k}={v}\n" for k, v in endpoints.items()))
 
 

@@ -7,9 +7,10 @@ Successful commands and failing ones (wrong passwords in a variable or in a URL,
 every captured stdout/stderr, every file the commands wrote under their working directory and homes
 (logs, status and report JSON) is searched for every password, and none is found.
 
-A materializer's `status.json` is written by its Spark driver: this run stops the materializers before
-Spark (in the checks every `start` makes first), to stay under a minute; their secured Spark path is
-tests/integration/materializers/test_secure_kafka.py.
+A materializer driver runs for real too (`materializers start --available-now` over a three-record
+topic: Spark's Kafka source and dead-letter sink over SASL_SSL, the cache view in the test's Redis over
+TLS with `requirepass`, the registry behind basic auth), so its `status.json`, checkpoint and log are
+among the files searched.
 """
 
 from __future__ import annotations
@@ -79,11 +80,16 @@ def test_no_password_reaches_any_output_log_or_report(
     }
     runs: list[Run] = []
 
-    def run(package: str, *args: str, **env: str) -> Run:
+    def execute(package: str, args: list[str], env: dict[str, str], timeout_s: float) -> Run:
         command = [sys.executable, "-m", f"{package}.cli", *args]
-        done = subprocess.run(command, cwd=work, env=base | env, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            command, cwd=work, env=base | env, capture_output=True, text=True, timeout=timeout_s
+        )
         runs.append(Run(command, done.returncode, done.stdout, done.stderr))
         return runs[-1]
+
+    def run(package: str, *args: str, **env: str) -> Run:
+        return execute(package, list(args), env, 60)
 
     try:
         # cdc: Connect over HTTPS with basic auth, Kafka over SASL_SSL
@@ -119,6 +125,14 @@ def test_no_password_reaches_any_output_log_or_report(
         tls = {"REDIS_URL": redis.tls_url, "REDIS_CA_FILE": str(pki.ca)}
         assert run("materializers", *products, **tls).code != 0  # Redis fine: the topic is missing
         assert f"{store}.missing" in runs[-1].stderr and "REDIS" not in runs[-1].stderr
+        # a driver that runs: Spark reads and dead-letters over SASL_SSL, writes Redis over TLS
+        source = f"{store}.products"
+        _produce_products(secure_kafka, source)
+        driver = ["start", "shop.products:PRODUCTS", "--topic", source, "--views", "cache"]
+        driver += ["--redis-prefix", store, "--from", "earliest", "--available-now"]
+        # Spark's start-up on a busy machine: well over the minute the other commands get
+        assert execute("materializers", driver, tls | authed_registry, 240).code == 0, runs[-1].stderr
+        _check_driver_wrote(work / "materializers", redis, store)
     finally:
         _delete_topics(secure_kafka, store)
 
@@ -133,7 +147,7 @@ def test_no_password_reaches_any_output_log_or_report(
     if os.environ.get("TOOLKIT_TEST_SHOW_RUNS"):  # to read what each command said
         print(json.dumps([[r.command[2:], r.code, r.stdout[-400:], r.stderr[-600:]] for r in runs], indent=1))
     assert leaks == [], "passwords found in: " + json.dumps(leaks, indent=1)
-    assert len(runs) == 13
+    assert len(runs) == 14
 
 
 def _delete_topics(secure_kafka: SecureKafka, store: str) -> None:
@@ -145,3 +159,42 @@ def _delete_topics(secure_kafka: SecureKafka, store: str) -> None:
         doomed = [t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{store}.")]
         for future in (admin.delete_topics(doomed) if doomed else {}).values():
             future.result()
+
+
+def _produce_products(secure_kafka: SecureKafka, topic: str) -> None:
+    """Two product rows as Debezium's JsonConverter writes them, and one record no decoder takes (a dead
+    letter, so Spark's Kafka sink logs in too)."""
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+    from kafkakit.clients import admin_client, make_producer
+
+    bootstrap = {"bootstrap.servers": secure_kafka.bootstrap_servers}
+    with admin_client(bootstrap, client_config=secure_kafka.client_config) as admin:
+        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result()
+    producer = make_producer(bootstrap, client_config=secure_kafka.client_config)
+    for i in (1, 2):
+        row = {"id": i, "name": f"p{i}", "description": "d", "price": "1.00", "stock": i}
+        source = {"lsn": 100 + i, "ts_ms": 1_764_000_000_000, "connector": "postgresql"}
+        payload = {"before": None, "after": row, "source": source, "op": "c", "ts_ms": 1_764_000_000_000}
+        key = {"schema": {"type": "struct"}, "payload": {"id": i}}
+        value = {"schema": {"type": "struct"}, "payload": payload}
+        producer.produce(topic, key=json.dumps(key).encode(), value=json.dumps(value).encode())
+    producer.produce(topic, key=b'{"payload":{"id":3}}', value=b"\x00not json")
+    assert producer.flush(30) == 0
+
+
+def _check_driver_wrote(home: Path, redis: RedisServer, prefix: str) -> None:
+    """The driver ran to the end: its status says stopped after a batch with the dead letter, its
+    checkpoint committed, and the cache view holds the rows (so the files grepped are a real run's)."""
+    import redis as redis_client
+
+    [status_file] = home.rglob("status.json")
+    final = json.loads(status_file.read_text())
+    assert (final["state"], final["dead_letters"]) == ("stopped", 1), final
+    assert final["batch_id"] >= 0 and final["last_error"] == "", final
+    assert any(p.is_file() for p in Path(final["checkpoint"]).rglob("*")), final["checkpoint"]
+    client = redis_client.Redis.from_url(redis.url, password=REDIS_PASSWORD)
+    try:
+        assert list(client.scan_iter(match=f"{prefix}:*")), "the cache view wrote nothing"
+    finally:
+        client.close()

@@ -12,8 +12,10 @@ import yaml
 
 from devstack import containers
 from devstack.pins import Pins
+from kafkakit.settings import Endpoints
 
 COMPOSE = Path(__file__).resolve().parents[3] / "docker" / "compose.yaml"
+PG_PASSWORD = "Drawn-For-This-Stack-4k9"
 
 
 class NoEngine:
@@ -27,9 +29,16 @@ def define(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     monkeypatch.setattr(testcontainers.core.container, "DockerClient", NoEngine)
 
-    def make(optional: frozenset[str] = frozenset()) -> dict[str, Any]:
+    def make(optional: frozenset[str] = frozenset(), pg_password: str = PG_PASSWORD) -> dict[str, Any]:
         images = containers.Images.from_pins(Pins.load())
-        services, _endpoints = containers._define(images, object(), 60, {"/host": "/mount"}, optional)  # type: ignore[arg-type]
+        services, _endpoints = containers._define(
+            images,
+            object(),  # type: ignore[arg-type]
+            60,
+            {"/host": "/mount"},
+            optional,
+            pg_password=pg_password,
+        )
         return {s.name: s.container for s in services}
 
     return make
@@ -68,3 +77,36 @@ def test_the_opensearch_settings_are_composes() -> None:
 
 def test_without_opensearch_there_is_no_url() -> None:
     assert containers.opensearch_url([]) is None
+
+
+def test_postgres_gets_the_stacks_password_never_the_well_known_one(define: Any) -> None:
+    pg = define()["postgres"]
+    pg._configure()  # what start() does first: the container's environment from its settings
+    assert pg.env["POSTGRES_PASSWORD"] == PG_PASSWORD != "postgres"
+    assert pg.password == PG_PASSWORD  # what get_connection_url puts in the DSN the stack hands out
+
+
+def test_each_stack_draws_a_new_url_safe_password() -> None:
+    drawn = {containers.new_pg_password() for _ in range(20)}
+    assert len(drawn) == 20
+    assert all(len(p) >= 20 and p.replace("-", "").replace("_", "").isalnum() for p in drawn)
+
+
+def test_connect_gets_the_dsn_with_the_password_at_postgres_network_address() -> None:
+    endpoints = Endpoints(
+        kafka_bootstrap_servers="127.0.0.1:1",
+        kafka_connect_url="http://127.0.0.1:2",
+        pg_dsn=f"postgresql://postgres:{PG_PASSWORD}@127.0.0.1:49153/postgres",
+        redis_url="redis://127.0.0.1:3/0",
+        schema_registry_url="http://127.0.0.1:4/apis/ccompat/v7",
+    )
+    stack = containers.ContainerStack(
+        endpoints=endpoints,
+        pg_host_for_connect=containers.PG_ALIAS,
+        pg_port_for_connect=containers.PG_PORT,
+        kafka_bootstrap_for_connect="kafka:9092",
+        registry_url_for_connect="http://apicurio:8080",
+        services=(),
+        network=object(),  # type: ignore[arg-type]
+    )
+    assert stack.pg_dsn_for_connect == f"postgresql://postgres:{PG_PASSWORD}@postgres:5432/postgres"
