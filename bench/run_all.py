@@ -52,6 +52,14 @@ BENCHES: tuple[tuple[str, str, str, str, tuple[str, ...], tuple[str, ...]], ...]
         ("--records", "5000", "--tail", "500", "--entities", "1000"),
         (),
     ),
+    (
+        "aggregate",
+        "aggregate_bench.py",
+        "--out",
+        "aggregate.json",
+        ("--groups", "10000", "--minutes", "2", "--probes", "3"),
+        (),
+    ),
     # Needs the cluster topology running too (make up-cluster); reads both stacks' env files itself.
     ("cluster_scaling", "cluster_scaling.py", "--out-dir", "cluster-scaling.md", ("--quick",), ()),
 )
