@@ -8,6 +8,7 @@ import pytest
 from materializers import aggregate_batches
 from materializers.aggregate_batches import BatchRecord, OffsetRange
 from materializers.aggregate_dead_letters import RefusedRecords
+from materializers.aggregate_job import merge_condition
 from materializers.aggregate_replay import offset_options
 from materializers.errors import CheckpointMismatch
 from materializers.views.redis_cache import RedisCache
@@ -91,3 +92,10 @@ def test_current_window_keys_keep_group_values_apart() -> None:
     windows = CurrentWindows(RedisCache("redis://127.0.0.1:1/0", "demo:skus"), ("sku", "till"), ("lines",))
     assert windows.key(["a:b", 7]) == 'demo:skus:current:["a:b",7]'
     assert windows.key(["a", "b:7"]) != windows.key(["a:b", 7])
+
+
+def test_the_merge_is_bounded_by_the_batch_earliest_window() -> None:
+    assert merge_condition(["window_start", "window_end", "sku"], 60_000) == (
+        "t.window_start >= timestamp_millis(60000) AND t.`window_start` <=> s.`window_start` AND "
+        "t.`window_end` <=> s.`window_end` AND t.`sku` <=> s.`sku`"
+    )
