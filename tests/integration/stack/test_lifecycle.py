@@ -35,7 +35,14 @@ def test_failed_start_leaves_nothing_then_up_crash_recover_down(tmp_path: Path) 
         result = stack.up(config)
         ports = {s.name: s.port for s in stack.status(config)}
         assert len(set(ports.values())) == len(ports), "each service got its own port"
-        assert (state / "env").read_text().count("export ") == 5
+        exported = {
+            line.split("=", 1)[0].removeprefix("export ") for line in (state / "env").read_text().splitlines()
+        }
+        assert exported == {
+            "KAFKA_BOOTSTRAP_SERVERS", "KAFKA_CONNECT_URL", "PG_DSN", "REDIS_URL", "SCHEMA_REGISTRY_URL",
+            "KAFKA_SECURE_BOOTSTRAP_SERVERS", "KAFKA_SECURE_CLIENT_CONFIG", "PG_SECURE_DSN",  # the secured logins
+        }  # fmt: skip
+        assert (state / "env").stat().st_mode & 0o077 == 0, "PG_SECURE_DSN holds a password: owner-only"
         assert all(s.ready for s in stack.status(config))
         assert set(result.ready_seconds) == {"postgres", "redis", "kafka", "registry", "connect"}
 
