@@ -136,6 +136,10 @@ class SearchIndex:
         index = self.index()
         searcher = index.searcher()
         writer = index.writer(HEAP_BYTES, 1)
+        # A driver killed mid-commit leaves files no commit references; the re-run of its batch
+        # (same opstamps, same names) would fail on them with FileAlreadyExists. Tantivy removes
+        # unreferenced files only after its own commits and merges: remove them first.
+        writer.garbage_collect_files()
         changed = 0
         try:
             for change in changes:
