@@ -1,18 +1,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from materializers import aggregate_batches
 from materializers.aggregate_batches import BatchRecord, OffsetRange
-from materializers.aggregate_dead_letters import RefusedRecords
-from materializers.aggregate_job import merge_condition
-from materializers.aggregate_replay import offset_options
 from materializers.errors import CheckpointMismatch
-from materializers.views.redis_cache import RedisCache
-from materializers.views.redis_windows import CurrentWindows
 
 
 def _offsets(checkpoint: Path, batch: int, watermark: int, timestamp: int, ends: str) -> None:
@@ -67,35 +61,3 @@ def test_initial_offsets_from_the_kafka_source_file(tmp_path: Path) -> None:
     assert aggregate_batches.initial_offsets(tmp_path) == {"t": {"0": 3}}
     with pytest.raises(CheckpointMismatch, match="initial offsets"):
         aggregate_batches.initial_offsets(tmp_path / "none")
-
-
-def test_offset_options_cover_the_ranges_and_leave_other_partitions_at_the_end() -> None:
-    ranges = [OffsetRange(0, 4, 6, 2, 0, 1), OffsetRange(0, 6, 9, 3, 0, 1), OffsetRange(2, 0, 1, 3, 0, 1)]
-    assert offset_options([0, 1, 2], ranges) == ({"0": 4, "1": -1, "2": 0}, {"0": 9, "1": -1, "2": 1})
-
-
-def test_refused_batches_owed_after_a_restart_and_after_a_missed_progress(tmp_path: Path) -> None:
-    plan = SimpleNamespace(checkpoint=tmp_path)
-    owed = RefusedRecords(None, plan, None)  # type: ignore[arg-type]
-    assert owed.through == -1
-    owed.resume(last_committed=2)  # the counts of batches 0-2 died with the last driver
-    owed.saw(3, refused=0)
-    owed.saw(5, refused=2)  # 4's progress was missed
-    owed.saw(6, refused=0)
-    assert sorted(owed.pending) == [0, 1, 2, 4, 5]
-    owed.pending.clear()  # as if sent
-    assert owed.send() == 0 and owed.through == 6
-    assert RefusedRecords(None, plan, None).through == 6  # type: ignore[arg-type]
-
-
-def test_current_window_keys_keep_group_values_apart() -> None:
-    windows = CurrentWindows(RedisCache("redis://127.0.0.1:1/0", "demo:skus"), ("sku", "till"), ("lines",))
-    assert windows.key(["a:b", 7]) == 'demo:skus:current:["a:b",7]'
-    assert windows.key(["a", "b:7"]) != windows.key(["a:b", 7])
-
-
-def test_the_merge_is_bounded_by_the_batch_earliest_window() -> None:
-    assert merge_condition(["window_start", "window_end", "sku"], 60_000) == (
-        "t.window_start >= timestamp_millis(60000) AND t.`window_start` <=> s.`window_start` AND "
-        "t.`window_end` <=> s.`window_end` AND t.`sku` <=> s.`sku`"
-    )
