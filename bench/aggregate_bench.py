@@ -43,6 +43,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Sequence
+from functools import partial
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ import httpx
 from cdc_bench import summarize_ms
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+from streaming_runs import run_available_now
 
 from devstack.event_records import EventRecords
 from kafkakit.clients import make_admin, make_producer
@@ -153,14 +155,8 @@ def batch_record(progress: dict[str, Any]) -> dict[str, Any]:
 
 def stream_minute(spark: Any, plan: JobPlan) -> dict[str, Any]:
     """One driver run of the real job over what the topic holds (availableNow)."""
-    began = time.monotonic()
-    query_ = AggregateJob(spark, plan).start(parse_start("earliest"), available_now=True)
-    query_.awaitTermination(3600)
-    seconds = time.monotonic() - began
-    if query_.exception() is not None or query_.isActive:
-        raise RuntimeError(f"the aggregate job did not finish: {query_.exception()}")
-    batches = [batch_record(p) for p in query_.recentProgress]
-    return {"wall_s": round(seconds, 2), "batches": batches}
+    run = run_available_now(partial(AggregateJob, spark, plan), "the aggregate job")
+    return {"wall_s": round(run.seconds, 2), "batches": [batch_record(p) for p in run.progress]}
 
 
 # ------------------------------------------------------------------------------------ recompute

@@ -81,12 +81,12 @@ from materializers_bench import (
     start_job,
     unlink_prefix,
 )
+from streaming_runs import Run, run_available_now, run_to_end
 
 from cdc.connect_client import ConnectClient
 from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec, RegistrySpec
 from cdc.slots import drop_slot
 from kafkakit.clients import make_admin, make_consumer
-from kafkakit.positions import parse_start
 from kafkakit.settings import Endpoints
 from materializers import catalog, lag, spark_session, timeline
 from materializers.avro_events import WriterSchemas
@@ -96,7 +96,6 @@ from materializers.views.delta_warehouse import query as delta_query
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming.query import StreamingQuery
 
     from materializers.spec import Materializer
 
@@ -508,19 +507,12 @@ def measure_decode(ctx: Context, spark: SparkSession, fmt: str, topic: str) -> d
     return out
 
 
-def run_query(query: StreamingQuery, records: int, what: str) -> list[Any]:
-    """Wait for an availableNow query; its batches' progress (every record read, or an error).
+def read_all(run: Run, records: int, what: str) -> list[dict[str, Any]]:
+    """An availableNow run's batches' progress (every record read, or an error).
 
     Records are counted by the batches' source offsets: `numInputRows` counts every scan of a batch,
     and our job scans a batch again when it meets a new writer schema (Avro's first batch)."""
-    query.awaitTermination()
-    if query.exception() is not None:
-        raise RuntimeError(f"{what} failed: {query.exception()}")
-    batches = [p for p in query.recentProgress if p["numInputRows"]]
-    processed = sum(offsets_read(p) for p in batches)
-    if processed != records:
-        raise RuntimeError(f"{what} read {processed} records, expected {records}")
-    return batches
+    return run.batches_reading(records, what, read=offsets_read)
 
 
 def offsets_read(progress: Mapping[str, Any]) -> int:
@@ -555,11 +547,9 @@ def backfill_ours(ctx: Context, spark: SparkSession, fmt: str, topic: str) -> di
     )
     plan = JobPlan.of(ctx.products, config)
     job = Job(spark, plan)
-    began = time.monotonic()
-    batches = run_query(
-        job.start(parse_start("earliest"), available_now=True), records, f"our backfill of {topic}"
-    )
-    seconds = time.monotonic() - began
+    what = f"our backfill of {topic}"
+    run = run_available_now(lambda: job, what, timeout_s=None)
+    batches, seconds = read_all(run, records, what), run.seconds
     events = [timeline.batch_event(p, job.clock.take(int(p["batchId"]))) for p in batches]
     timeline.append(plan.job_dir, events)  # the job's timeline.jsonl, as a driver writes it
     found = delta_query(
@@ -586,8 +576,8 @@ def backfill_peer(ctx: Context, spark: SparkSession, fmt: str, topic: str) -> di
     from pyspark.sql import functions as F
 
     records, home = ctx.settings.records, ctx.work / f"peer-{ident(fmt)}"
-    began = time.monotonic()
-    query = peer_delta_job.start(
+    start = partial(
+        peer_delta_job.start,
         spark,
         bootstrap=ctx.bootstrap,
         topic=topic,
@@ -598,8 +588,9 @@ def backfill_peer(ctx: Context, spark: SparkSession, fmt: str, topic: str) -> di
         max_offsets=max(records // BATCHES, 1),
         available_now=True,
     )
-    batches = run_query(query, records, f"the peer's backfill of {topic}")
-    seconds = time.monotonic() - began
+    what = f"the peer's backfill of {topic}"
+    run = run_to_end(start, what, timeout_s=None)
+    batches, seconds = read_all(run, records, what), run.seconds
     found = spark.read.format("delta").load(str(home / "table")).agg(F.count("*"), F.sum("stock")).first()
     assert found is not None
     return {

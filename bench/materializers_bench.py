@@ -47,13 +47,13 @@ import psycopg
 import redis
 from cdc_bench import summarize_ms
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+from streaming_runs import run_available_now
 
 from cdc.connect_client import ConnectClient
 from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec, RegistrySpec
 from cdc.preflight import run_preflight
 from cdc.slots import drop_slot
 from kafkakit.clients import make_admin, make_consumer, make_producer
-from kafkakit.positions import parse_start
 from materializers import checkpoint, lag, spark_session
 from materializers.config import VIEWS, RunConfig, parse_views
 from materializers.job import Job, JobPlan
@@ -247,16 +247,9 @@ def backfill(spark: Any, plan: JobPlan, records: int) -> dict[str, Any]:
     jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
     sampler = MemorySampler(jvm_pid)
     with sampler.running():
-        began = time.monotonic()
-        query_ = Job(spark, plan).start(parse_start("earliest"), available_now=True)
-        query_.awaitTermination(3600)
-        seconds = time.monotonic() - began
-    if query_.exception() is not None or query_.isActive:
-        raise RuntimeError(f"backfill of {plan.config.views} did not finish: {query_.exception()}")
-    batches = [p for p in query_.recentProgress if p["numInputRows"]]
-    processed = sum(int(p["numInputRows"]) for p in batches)
-    if processed != records:
-        raise RuntimeError(f"backfill read {processed} records, expected {records}")
+        run = run_available_now(partial(Job, spark, plan), f"backfill of {plan.config.views}")
+    seconds = run.seconds
+    batches = run.batches_reading(records, "backfill")
     return {
         "seconds": round(seconds, 2),
         "rows_per_s": round(records / seconds),

@@ -20,13 +20,14 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+from streaming_runs import run_available_now
 
 from kafkakit.clients import make_admin, make_producer
-from kafkakit.positions import parse_start
 from materializers import snapshots, spark_session
 from materializers.config import RunConfig
 from materializers.job import Job, JobPlan
@@ -65,12 +66,7 @@ def produce(bootstrap: str, topic: str, first: int, count: int, entities: int) -
 
 
 def run_available(spark: Any, plan: JobPlan) -> float:
-    began = time.monotonic()
-    query_ = Job(spark, plan).start(parse_start("earliest"), available_now=True)
-    query_.awaitTermination(1800)
-    if query_.exception() is not None or query_.isActive:
-        raise RuntimeError(f"job did not finish cleanly: {query_.exception()}")
-    return time.monotonic() - began
+    return run_available_now(partial(Job, spark, plan), "the job", timeout_s=1800).seconds
 
 
 def fingerprint(plan: JobPlan) -> dict[str, Any]:
