@@ -81,6 +81,11 @@ class SecretUnresolved(PreflightFailed):
     before anything is sent to Connect. `problems` names each field; no message holds a secret."""
 
 
+class ReplicaIdentityNotFull(CdcError):
+    """A table's UPDATE/DELETE changes carry no full old row (REPLICA IDENTITY is not FULL), which a
+    consumer taking old rows back needs; the message says how to set it."""
+
+
 class RegistryUnavailable(CdcError):
     """The schema registry cannot be reached or answered with an error: not the record's fault."""
 

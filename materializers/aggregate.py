@@ -4,6 +4,9 @@ Pure: the definition (`AggregateView`), its validation and its state fingerprint
 runs it is aggregate_job.py.
 
 Guarantees and assumptions:
+- Sources: an event-store topic (`EventSource`: events only add) or a Debezium topic (`CdcSource`:
+  the table's rows, an UPDATE or DELETE taking the old row's contribution back; count and sum only,
+  a row's own time column as event time).
 - Event time is never processing time by default: `event_time` names a field of the event, the event
   store's envelope time (`ENVELOPE_TIME`: the `timestamp` header, epoch ms, the time the command was
   decided) or, only when named explicitly, the Kafka record's timestamp (`KAFKA_TIME`).
@@ -46,6 +49,9 @@ if TYPE_CHECKING:
 ENVELOPE_TIME = "@envelope"  # the event store's envelope timestamp (header `timestamp`, epoch ms)
 KAFKA_TIME = "@kafka"  # the Kafka record's timestamp: only when asked for by name
 WINDOW_COLUMNS = ("window_start", "window_end")
+# Over CDC sources: each contribution's sign (+1 a row added, -1 a row taken back), and the rows a
+# window and group holds (the sum of signs; kept beside the aggregations, never in the table).
+SIGN, ROWS = "_sign", "_rows"
 Op = Literal["count", "sum", "min", "max", "approx_count_distinct"]
 OPS: tuple[Op, ...] = ("count", "sum", "min", "max", "approx_count_distinct")
 NUMERIC_OPS = ("sum", "min", "max")
@@ -106,12 +112,34 @@ class EventSource:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CdcSource:
+    """A Debezium change topic of one Postgres table, aggregated as the table's rows: an INSERT (or a
+    snapshot read) adds the row's contribution, an UPDATE takes the old row's back and adds the new
+    one's, a DELETE takes the old row's back. The old row is the change's `before` image, which
+    Postgres sends in full only for a table with REPLICA IDENTITY FULL (checked at every start).
+
+    `table` is the captured table (`schema.table`), `key_column` its primary key, `fields` the row
+    columns the aggregate reads: name -> Spark type, as a CDC materializer's DDL types them.
+    """
+
+    topic: str
+    table: str
+    fields: Mapping[str, str]
+    key_column: str = "id"
+
+
+# Aggregations a retraction can take back exactly: a sum and a count subtract. min, max and a
+# distinct-count sketch cannot forget a value, so they are refused over CDC sources.
+RETRACTABLE_OPS = ("count", "sum")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AggregateView:
     """Aggregations per group and event-time window, kept in a Delta table keyed by
     (window_start, window_end, *group_by). Durations are `<n> <unit>` (ms, s, m, h, d or words)."""
 
     name: str
-    source: EventSource
+    source: EventSource | CdcSource
     event_time: str
     group_by: tuple[str, ...]
     window: str
@@ -175,10 +203,16 @@ def spark_interval(ms: int) -> str:
     return f"{ms} milliseconds"
 
 
+def is_cdc(view: AggregateView) -> bool:
+    return isinstance(view.source, CdcSource)
+
+
 def validate(view: AggregateView) -> None:
     """Refuse a definition that cannot run or would compute something else than it says (pure)."""
     _check_late_policy(view)
-    if not view.source.event_types:
+    if isinstance(view.source, CdcSource):
+        _check_cdc(view, view.source)
+    elif not view.source.event_types:
         raise BadAggregate(
             f"aggregate {view.name!r}: source.event_types is empty; name the event types it reads"
         )
@@ -200,6 +234,30 @@ def validate(view: AggregateView) -> None:
     for key in view.group_by:
         _require_column(view, "group_by", key, columns)
     _check_aggregations(view, columns)
+
+
+def _check_cdc(view: AggregateView, source: CdcSource) -> None:
+    """What a row-retracting aggregate cannot do: place a retraction by a time the row does not hold,
+    or take a value back out of min, max or a distinct sketch."""
+    if "." not in source.table:
+        raise BadAggregate(
+            f"aggregate {view.name!r}: source.table {source.table!r} names no schema; write it as "
+            "schema.table (e.g. public.orders), the table pre-flight checks for REPLICA IDENTITY FULL"
+        )
+    if view.event_time in (ENVELOPE_TIME, KAFKA_TIME):
+        raise BadAggregate(
+            f"aggregate {view.name!r}: event_time {view.event_time!r} over a CDC source; name a time column "
+            "of the row (e.g. created_at): an UPDATE or DELETE takes the old row's contribution back from "
+            "the window of the old row's own time, which a record's time does not give"
+        )
+    for agg in view.aggregations:
+        if agg.op not in RETRACTABLE_OPS:
+            raise BadAggregation(
+                f"aggregate {view.name!r}: {agg.op}({agg.column}) over a CDC source cannot be kept exact: "
+                "an UPDATE or DELETE must take the old row's value back, which count and sum can "
+                f"(subtracting) and {agg.op} cannot; use count/sum here, or aggregate an event-store topic "
+                "(append-only) for min, max and approx_count_distinct"
+            )
 
 
 def _check_derived(view: AggregateView) -> None:
@@ -315,6 +373,8 @@ def state_definition(view: AggregateView) -> dict[str, Any]:
     }
     if view.late_policy == "correct":  # only then: a drop view's fingerprint stays what it was
         found["correction_horizon_ms"] = watermark_delay_ms(view)
+    if isinstance(view.source, CdcSource):  # signed contributions: another state than the events'
+        found["source"] = ["cdc", view.source.key_column]
     return found
 
 
@@ -355,12 +415,13 @@ def materializer(view: AggregateView) -> Materializer:
         name=view.name,
         kind="aggregate",
         default_topic=view.source.topic,
-        default_table="",
+        default_table=view.source.table if isinstance(view.source, CdcSource) else "",
         data_ddl=view.output_ddl(),
         decoder=_no_decoder,
         sequential=False,
         builtin_views=(),
-        event_types=view.source.event_types,
+        event_types=view.source.event_types if isinstance(view.source, EventSource) else (),
+        key_column=view.source.key_column if isinstance(view.source, CdcSource) else "id",
         aggregate=view,
     )
 

@@ -32,6 +32,11 @@ Assumptions and limits (this milestone):
   once (checked on Spark 4.2). Spark drops input by the watermark of the batch before (and evicts
   by the current one): a record is late when its window ended at or before the watermark that was
   in force when the previous batch started.
+- Over CDC (`CdcSource`): each change is one or two signed contributions (aggregate_plan.
+  row_contributions) and the state keeps `ROWS` per window and group beside the aggregations; the
+  MERGE deletes a row whose ROWS reached 0 and never inserts one. Every start checks the table's
+  REPLICA IDENTITY FULL; a new checkpoint must start from the topic's beginning; a batch with a row
+  below 0 raises IncompleteHistory before its MERGE (the history read misses the rows' adding).
 - The state fingerprint (aggregate.fingerprint) is stored in the checkpoint (`aggregate.json`) and in
   the table's properties; a start with another definition is refused before anything is written.
 """
@@ -40,26 +45,35 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kafkakit.positions import StartPosition
+from confluent_kafka import TopicPartition
+
+from cdc.replica_identity import require_full
+from kafkakit.client_config import KafkaClientConfig
+from kafkakit.clients import make_consumer
+from kafkakit.positions import Edge, StartPosition
+from kafkakit.secrets import masked
 from materializers import aggregate_batches, checkpoint, failpoints, lifecycle, status
 from materializers.aggregate import (
+    ROWS,
     WINDOW_COLUMNS,
     AggregateView,
+    CdcSource,
     batch_counts,
     check_compatible,
     duration_ms,
     fingerprint,
+    is_cdc,
     state_record,
     watermark_delay_ms,
 )
 from materializers.aggregate_dead_letters import RefusedRecords
 from materializers.aggregate_plan import aggregate, learn_topic_schemas
 from materializers.avro_events import WriterSchemas
-from materializers.errors import BadAggregate
+from materializers.errors import BadAggregate, IncompleteHistory, SourceUnavailable
 from materializers.job import Job, claim_checkpoint, ensure_topic, source_stream, topic_partitions, triggered
 from materializers.plan import JobPlan
 from materializers.timeline import StepClock
@@ -67,7 +81,7 @@ from materializers.views.delta_warehouse import TXN_APP_ID, TXN_VERSION
 from materializers.views.redis_windows import CurrentWindows
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
@@ -158,6 +172,8 @@ class AggregateJob:
             endpoints.kafka_bootstrap_servers, self.plan.dlq_topic, client_config=endpoints.kafka_client
         )
         check_state(self.plan)
+        if isinstance(self.view.source, CdcSource):
+            self._check_cdc_source(self.view.source, start)
         if self.current is not None:
             self.current.cache.check()
         self._learn_schemas()
@@ -176,6 +192,31 @@ class AggregateJob:
             .foreachBatch(self.process_batch)
         )
         return triggered(writer, self.plan, available_now).start()
+
+    def _check_cdc_source(self, source: CdcSource, start: StartPosition) -> None:
+        """Pre-flight of an aggregate that takes rows back: the table gives full before images, and
+        a first start reads the topic's history from its beginning (a row added before the view's
+        first offset could not be taken back)."""
+        endpoints = self.plan.config.endpoints
+        require_full_identity(endpoints.pg_dsn, source.table)
+        if checkpoint.batch_ids(self.plan.checkpoint / "offsets"):
+            return  # resumes from its checkpoint, where the start position is not used
+        if start != Edge("earliest"):
+            raise IncompleteHistory(
+                f"aggregate {self.view.name!r} over CDC starts from {start}: rows added before it could "
+                "not be taken back when they change. Start it with --from earliest (a new checkpoint "
+                "reads the topic from its beginning)"
+            )
+        trimmed = trimmed_partitions(
+            endpoints.kafka_bootstrap_servers, self.plan.topic, endpoints.kafka_client
+        )
+        if trimmed:
+            raise IncompleteHistory(
+                f"aggregate {self.view.name!r}: topic {self.plan.topic!r} no longer holds its beginning "
+                f"(first offsets {trimmed}: retention or a delete-records removed them), so rows added "
+                "there could not be taken back. Take a new snapshot into a new topic (a new connector "
+                "topic.prefix) and point the view at it"
+            )
 
     def _learn_schemas(self) -> None:
         """The writer schemas of the topic's own subjects (module docstring): fixed for the query's life."""
@@ -205,34 +246,20 @@ class AggregateJob:
 
     def process_batch(self, batch: DataFrame, batch_id: int) -> None:
         """Step 3 of the module docstring: the batch's updated windows MERGEd, once per batch id."""
-        from delta.tables import DeltaTable
-
-        keys = [*WINDOW_COLUMNS, *self.view.group_by]
         # Before the MERGE, so every committed batch has its line for `verify` (aggregate_batches).
         record = aggregate_batches.record_of(self.plan.checkpoint, batch_id)
         aggregate_batches.append(self.plan.checkpoint, record)
         updated = batch.persist()  # computed once: MERGE may read its source twice
         try:
             with self.clock.timed(batch_id, "merge"):
-                if updated.isEmpty():
+                found = BatchFacts.of(updated, self.view, record.late_watermark_ms)
+                if found.rows == 0:
                     return
+                if found.negative:
+                    raise IncompleteHistory(unmatched_message(self.view, found.negative, updated))
                 if self.view.late_policy == "correct":
-                    self._corrections[batch_id] = corrections(updated, self.view, record.late_watermark_ms)
-                spark = updated.sparkSession  # the query's own session: the confs reach no other query
-                spark.conf.set(TXN_APP_ID, self.app_id)
-                spark.conf.set(TXN_VERSION, str(batch_id))
-                try:
-                    (
-                        DeltaTable.forPath(spark, str(table_path(self.plan)))
-                        .alias("t")
-                        .merge(updated.alias("s"), merge_condition(keys, _earliest_window_ms(updated)))
-                        .whenMatchedUpdateAll()
-                        .whenNotMatchedInsertAll()
-                        .execute()
-                    )
-                finally:
-                    spark.conf.unset(TXN_APP_ID)
-                    spark.conf.unset(TXN_VERSION)
+                    self._corrections[batch_id] = found.corrections
+                self._merge(updated, batch_id, found.earliest_window_ms)
             if self.current is not None:
                 with self.clock.timed(batch_id, "redis"):
                     self._write_current(updated)
@@ -245,6 +272,34 @@ class AggregateJob:
             )
         finally:
             updated.unpersist()
+
+    def _merge(self, updated: DataFrame, batch_id: int, earliest_window_ms: int) -> None:
+        """Upsert the updated rows under the batch's Delta transaction id; over CDC a window and group
+        whose rows were all taken back (`ROWS` 0) is deleted, never inserted."""
+        from delta.tables import DeltaTable
+
+        keys = [*WINDOW_COLUMNS, *self.view.group_by]
+        values: dict[str, str | Column] = {
+            c: f"s.`{c}`" for c in (*keys, *(a.output for a in self.view.aggregations))
+        }
+        spark = updated.sparkSession  # the query's own session: the confs reach no other query
+        spark.conf.set(TXN_APP_ID, self.app_id)
+        spark.conf.set(TXN_VERSION, str(batch_id))
+        try:
+            merge = (
+                DeltaTable.forPath(spark, str(table_path(self.plan)))
+                .alias("t")
+                .merge(updated.alias("s"), merge_condition(keys, earliest_window_ms))
+            )
+            if is_cdc(self.view):
+                merge = merge.whenMatchedDelete(condition=f"s.{ROWS} = 0").whenMatchedUpdate(set=values)
+                merge = merge.whenNotMatchedInsert(condition=f"s.{ROWS} <> 0", values=values)
+            else:
+                merge = merge.whenMatchedUpdate(set=values).whenNotMatchedInsert(values=values)
+            merge.execute()
+        finally:
+            spark.conf.unset(TXN_APP_ID)
+            spark.conf.unset(TXN_VERSION)
 
     def _write_current(self, updated: DataFrame) -> None:
         from pyspark.sql import functions as F
@@ -278,6 +333,36 @@ class AggregateJob:
         )
 
 
+def require_full_identity(dsn: str, table: str) -> None:
+    """ReplicaIdentityNotFull unless `table` has REPLICA IDENTITY FULL; SourceUnavailable if Postgres
+    cannot be asked (the DSN masked)."""
+    import psycopg
+
+    try:
+        with psycopg.connect(dsn, connect_timeout=10) as conn:
+            require_full(conn, table)
+    except psycopg.Error as exc:
+        raise SourceUnavailable(
+            f"cannot ask Postgres at {masked(dsn)} for {table}'s REPLICA IDENTITY ({masked(str(exc))}); "
+            "start it or fix PG_DSN"
+        ) from exc
+
+
+def trimmed_partitions(bootstrap: str, topic: str, client_config: KafkaClientConfig) -> dict[int, int]:
+    """The partitions of `topic` whose first offset is past 0, and that offset."""
+    consumer = make_consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "unused"}, client_config=client_config
+    )
+    try:
+        partitions = topic_partitions(bootstrap, topic, client_config=client_config)
+        lows = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0] for p in partitions
+        }
+    finally:
+        consumer.close()
+    return {p: low for p, low in lows.items() if low > 0}
+
+
 def merge_condition(keys: list[str], earliest_window_ms: int) -> str:
     """The MERGE's match on the table's key, bounded below by the batch's earliest window (pure).
 
@@ -289,22 +374,58 @@ def merge_condition(keys: list[str], earliest_window_ms: int) -> str:
     return f"t.window_start >= timestamp_millis({earliest_window_ms}) AND {match}"
 
 
-def _earliest_window_ms(updated: DataFrame) -> int:
-    from pyspark.sql import functions as F
+@dataclass(frozen=True, slots=True)
+class BatchFacts:
+    """What one pass over a batch's updated rows tells the MERGE: how many, the earliest window, how
+    many correct closed windows (late_policy "correct") and, over CDC, how many hold fewer than 0 rows."""
 
-    return int(updated.agg(F.min(F.unix_millis("window_start"))).first()[0])  # type: ignore[index]
+    rows: int
+    earliest_window_ms: int
+    corrections: int
+    negative: int
+
+    @classmethod
+    def of(cls, updated: DataFrame, view: AggregateView, late_watermark_ms: int) -> BatchFacts:
+        from pyspark.sql import functions as F
+
+        before = closed_before_ms(view, late_watermark_ms)
+        closed = (
+            F.col("window_end") <= F.timestamp_millis(F.lit(before)) if before is not None else F.lit(False)
+        )
+        negative = F.col(ROWS) < 0 if is_cdc(view) else F.lit(False)
+        row = updated.agg(
+            F.count(F.lit(1)),
+            F.min(F.unix_millis("window_start")),
+            F.count(F.when(closed, 1)),
+            F.count(F.when(negative, 1)),
+        ).first()
+        assert row is not None
+        return cls(int(row[0]), int(row[1] or 0), int(row[2]), int(row[3]))
 
 
-def corrections(updated: DataFrame, view: AggregateView, late_watermark_ms: int) -> int:
-    """How many of a batch's updated rows are of windows that had closed (late_policy "correct").
+def closed_before_ms(view: AggregateView, late_watermark_ms: int) -> int | None:
+    """Windows ending at or before this had closed when the batch began (pure; late_policy "correct").
 
     The batch's input was filtered by `late_watermark_ms`, the newest event time seen before it less
-    the horizon; a window closed once that newest time passed its end by `allowed_lateness`.
+    the horizon; a window closed once that newest time passed its end by `allowed_lateness`. None: no
+    event was seen before the batch, so nothing had closed.
     """
+    if late_watermark_ms <= 0:
+        return None
+    newest = late_watermark_ms + watermark_delay_ms(view)
+    return newest - duration_ms(view.allowed_lateness, "allowed_lateness")
+
+
+def unmatched_message(view: AggregateView, negative: int, updated: DataFrame) -> str:
     from pyspark.sql import functions as F
 
-    if late_watermark_ms <= 0:  # no event seen before this batch: nothing had closed
-        return 0
-    newest = late_watermark_ms + watermark_delay_ms(view)
-    closed_by = newest - duration_ms(view.allowed_lateness, "allowed_lateness")
-    return updated.where(F.col("window_end") <= F.timestamp_millis(F.lit(closed_by))).count()
+    first = updated.where(F.col(ROWS) < 0).first()
+    example = {k: str(first[k]) for k in (*WINDOW_COLUMNS, *view.group_by)} if first is not None else {}
+    return (
+        f"aggregate {view.name!r}: {negative} window row(s) would hold fewer than 0 rows (e.g. {example}): "
+        "the source took back rows whose adding this view never read. The topic's history is incomplete "
+        "(compacted or deleted before the view read it, or the view started after the rows were added), "
+        "or the rows' adding was refused (see the dead-letter topic). Nothing of this batch was written. "
+        "Rebuild the view from a complete history: a new checkpoint and table over a topic that holds a "
+        "fresh snapshot and every change since"
+    )

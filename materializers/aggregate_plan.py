@@ -13,13 +13,17 @@ import httpx
 
 from kafkakit.http_auth import NO_REGISTRY_AUTH, HttpAuth, access_problem, httpx_options
 from kafkakit.subjects import every_subject
-from materializers import avro_events, event_shape
+from materializers import avro_events, debezium, event_shape
 from materializers.aggregate import (
     ENVELOPE_TIME,
     KAFKA_TIME,
     OBSERVED,
+    ROWS,
+    SIGN,
     AggregateView,
+    CdcSource,
     duration_ms,
+    is_cdc,
     spark_interval,
     watermark_delay_ms,
 )
@@ -55,19 +59,91 @@ def aggregate(raw: DataFrame, view: AggregateView, schemas: WriterSchemas) -> Da
 
 
 def events(raw: DataFrame, view: AggregateView, schemas: WriterSchemas) -> DataFrame:
-    """The view's event types decoded (avro_events.decode), its derived columns and `EVENT_TIME`."""
+    """The records as contributions: the view's fields, its derived columns and `EVENT_TIME` (and,
+    over CDC, `SIGN`); a record that cannot contribute is one row with its `error`."""
     from pyspark.sql import functions as F
 
+    if isinstance(view.source, CdcSource):
+        decoded = row_contributions(raw, view, view.source, schemas)
+    else:
+        decoded = _events(raw, view, schemas)
+    for derived in view.derived:
+        decoded = decoded.withColumn(derived.name, F.expr(derived.sql).cast(derived.type))
+    return decoded.withColumn(EVENT_TIME, _event_time(view, decoded))
+
+
+def _events(raw: DataFrame, view: AggregateView, schemas: WriterSchemas) -> DataFrame:
+    """The view's event types decoded (avro_events.decode)."""
+    from pyspark.sql import functions as F
+
+    assert not isinstance(view.source, CdcSource)
     types = view.source.event_types
     # Other event types are not this view's business: skipped before decoding, not refused.
     mine = raw.where(event_shape.event_type().isNull() | event_shape.event_type().isin(*types))
     if view.event_time == ENVELOPE_TIME:  # decode passes the record's `timestamp` on as event_ts
         envelope_ms = event_shape.header(ENVELOPE_TIME_HEADER).cast("long")
         mine = mine.withColumn("timestamp", F.timestamp_millis(envelope_ms))
-    decoded = avro_events.decode(mine, schemas=schemas, wanted=dict(view.source.fields), event_types=types)
-    for derived in view.derived:
-        decoded = decoded.withColumn(derived.name, F.expr(derived.sql).cast(derived.type))
-    return decoded.withColumn(EVENT_TIME, _event_time(view, decoded))
+    return avro_events.decode(mine, schemas=schemas, wanted=dict(view.source.fields), event_types=types)
+
+
+def row_contributions(
+    raw: DataFrame, view: AggregateView, source: CdcSource, schemas: WriterSchemas
+) -> DataFrame:
+    """Debezium changes as signed row contributions (`SIGN` +1: the row after, -1: the row before):
+    a create or snapshot read adds its row, an update takes its `before` back and adds its `after`,
+    a delete takes its `before` back. An unchanged TOAST value in `after` is the `before`'s (the
+    column did not change). A change that cannot be taken back exactly is one error row: an update
+    or delete without a `before` image (the table's REPLICA IDENTITY is not FULL), or a value still a
+    TOAST placeholder in both images."""
+    from pyspark.sql import functions as F
+
+    names = tuple(source.fields)
+    ddl = ", ".join(f"`{n}` {t}" for n, t in source.fields.items())
+    decoder = debezium.Decoder(
+        data_columns=names, data_ddl=ddl, key_column=source.key_column, with_before=True
+    )
+    decoded = decoder(raw, schemas)
+    before, op = F.col(debezium.BEFORE), F.col(debezium.CHANGE_OP)
+    placeholder = decoder.unavailable_placeholder
+    after_values = [
+        F.when(F.array_contains("keep_fields", n), before[n]).otherwise(F.col(f"`{n}`")).alias(n)
+        for n in names
+    ]
+    still_toasted = F.lit(False)
+    for n in names:
+        still_toasted = still_toasted | (before[n].cast("string") == placeholder)
+    problem = (
+        F.when(F.col("error").isNotNull(), F.col("error"))
+        .when(
+            op.isin("u", "d") & before.isNull(),
+            F.concat(
+                F.lit("the change ("), op, F.lit(f") carries no before image, so the old row of {source.table} "
+                f"cannot be taken back; run ALTER TABLE {source.table} REPLICA IDENTITY FULL and rebuild the "
+                "view from a fresh snapshot"),
+            ),
+        )
+        .when(
+            still_toasted,
+            F.lit(f"a column the aggregate reads is an unchanged TOAST value in both images of the change "
+                  f"({placeholder}); run ALTER TABLE {source.table} REPLICA IDENTITY FULL"),
+        )
+    )  # fmt: skip
+    ok = problem.isNull()
+    nulls = [F.lit(None).cast(t).alias(n) for n, t in source.fields.items()]
+    contributions = F.array(
+        F.when(ok & (F.col("op") == "upsert"), F.struct(F.lit(1).alias(SIGN), *after_values)),
+        F.when(ok & op.isin("u", "d"), F.struct(F.lit(-1).alias(SIGN), *[before[n].alias(n) for n in names])),
+        F.when(~ok, F.struct(F.lit(0).alias(SIGN), *nulls)),
+    )
+    kept = [
+        F.col(c)
+        for c in ("entity", "event_ts", "src_topic", "src_partition", "src_offset", "src_key", "src_value")
+    ]
+    return (
+        decoded.select(*kept, problem.alias("error"), F.explode(contributions).alias("_c"))
+        .where(F.col("_c").isNotNull())
+        .select(*kept, "error", "_c.*")
+    )
 
 
 def refusal(view: AggregateView, now: Column) -> Column:
@@ -104,7 +180,18 @@ def window_of(view: AggregateView) -> Column:
 
 
 def aggregations(view: AggregateView) -> list[Column]:
-    return [_aggregation(a.op, a.column).alias(a.output) for a in view.aggregations]
+    """The view's aggregations; over CDC signed (a count is the sum of signs, a sum of signed values)
+    and `ROWS` besides: the rows a window and group holds, 0 once every row was taken back."""
+    from pyspark.sql import functions as F
+
+    if not is_cdc(view):
+        return [_aggregation(a.op, a.column).alias(a.output) for a in view.aggregations]
+    sign = F.col(SIGN)
+    signed = [
+        (F.sum(sign) if a.op == "count" else F.sum(sign * F.col(f"`{a.column}`"))).alias(a.output)
+        for a in view.aggregations
+    ]
+    return [*signed, F.sum(sign).alias(ROWS)]
 
 
 def output(grouped: DataFrame, view: AggregateView) -> DataFrame:
@@ -116,6 +203,7 @@ def output(grouped: DataFrame, view: AggregateView) -> DataFrame:
         F.col("window.end").alias("window_end"),
         *[F.col(f"`{g}`") for g in view.group_by],
         *[F.col(f"`{a.output}`") for a in view.aggregations],
+        *([F.col(ROWS)] if is_cdc(view) else []),
     )
 
 

@@ -46,25 +46,31 @@ _Expressions = tuple[list["Column"], list["Column"], list["Column"], list["Colum
 
 
 ENVELOPE_FIELDS = ("schema", "payload")
-# The change's fields the decoder reads (`before` is parsed by neither form), in `change_fields` order.
+# The change's fields the decoder reads, in `change_fields` order (`before` only `with_before`).
 CHANGE_FIELDS = ("after", "source", "op", "ts_ms")
+CHANGE_FIELDS_WITH_BEFORE = ("after", "before", "source", "op", "ts_ms")
+# With `with_before`: the row before the change (null where the source sent none) and Debezium's op.
+BEFORE, CHANGE_OP = "_before", "_change_op"
 # from_json writes the raw text here when any field does not fit its type (Spark's PERMISSIVE mode).
 UNFIT = "_unfit_value"
 
 
-def change_fields(data_ddl: str) -> list[str]:
-    # `before` is left out: no view reads it, and from_json skips what the schema does not name.
+def change_fields(data_ddl: str, with_before: bool = False) -> list[str]:
+    # `before` only when asked: the latest-state views never read it, and from_json skips what the
+    # schema does not name.
+    before = [f"before struct<{data_ddl}>"] if with_before else []
     return [
         f"after struct<{data_ddl}>",
+        *before,
         "source struct<lsn: long, ts_ms: long>",
         "op string",
         "ts_ms long",
     ]
 
 
-def value_schema(data_ddl: str) -> str:
+def value_schema(data_ddl: str, with_before: bool = False) -> str:
     """The enveloped form's `payload` and, beside it, the plain form's top-level fields."""
-    change = ", ".join(change_fields(data_ddl))
+    change = ", ".join(change_fields(data_ddl, with_before))
     return f"payload struct<{change}>, {change}"
 
 
@@ -115,12 +121,17 @@ class Decoder:
     appears: they name columns only, so they bind to every batch alike. `unavailable_placeholder` must
     match the connector's `unavailable.value.placeholder`. Without `schemas` only JSON is read (an Avro
     record is then an error row).
+
+    `with_before` adds `BEFORE` (the `before` row as a struct of the data columns, as sent: a TOAST
+    placeholder is not nulled there) and `CHANGE_OP` (c, u, d or r), for views that take a row's old
+    contribution back (aggregate views over CDC).
     """
 
     data_columns: tuple[str, ...]
     data_ddl: str
     key_column: str
     unavailable_placeholder: str = DEFAULT_UNAVAILABLE_PLACEHOLDER
+    with_before: bool = False
     _built: dict[tuple[int, ...], _Expressions] = field(default_factory=dict, init=False, repr=False)
 
     def __call__(self, df: DataFrame, schemas: WriterSchemas | None = None) -> DataFrame:
@@ -136,7 +147,7 @@ class Decoder:
         from pyspark.sql import functions as F
 
         data_columns, key_column = self.data_columns, self.key_column
-        avro = debezium_avro.AvroForms(texts, data_columns, self.data_ddl, key_column)
+        avro = debezium_avro.AvroForms(texts, data_columns, self.data_ddl, key_column, self.with_before)
         framing = [*[F.col(c) for c in SOURCE_COLUMNS], *debezium_avro.framing()]
         carried_over = [F.col(c) for c in (*SOURCE_COLUMNS, *debezium_avro.FRAMING)]
         # Parsed in a projection of their own, then read by name: a field read straight off
@@ -149,7 +160,7 @@ class Decoder:
             *carried_over,
             F.from_json(
                 F.when(~F.col("_vf"), F.col("value").cast("string")),
-                f"{value_schema(self.data_ddl)}, `{UNFIT}` string",
+                f"{value_schema(self.data_ddl, self.with_before)}, `{UNFIT}` string",
                 {"columnNameOfCorruptRecord": UNFIT},
             ).alias("_value"),
             json_key.alias("_key"),
@@ -161,7 +172,7 @@ class Decoder:
         json_unfit = F.when(value[UNFIT].isNotNull(), F.lit(unfit_message(self.data_ddl)))
         parsed = [
             *carried_over,
-            F.when(F.col("_vf"), avro_change).otherwise(_either(value, CHANGE_FIELDS)).alias("p"),
+            F.when(F.col("_vf"), avro_change).otherwise(_either(value, self._change_fields())).alias("p"),
             F.when(F.col("_kf"), avro.entity())
             .otherwise(F.coalesce(key["payload"][key_column], plain_key))
             .alias("entity"),
@@ -202,5 +213,9 @@ class Decoder:
             *source_coordinates(_error(F.col("p"), entity, F.col(UNFIT), avro.error(F.col("p.op"), entity))),
             *[carried[c].alias(c) for c in data_columns],
             avro.schema_id().alias("schema_id"),
+            *([F.col("p.before").alias(BEFORE), F.col("p.op").alias(CHANGE_OP)] if self.with_before else []),
         ]
         return framing, documents, parsed, projected
+
+    def _change_fields(self) -> tuple[str, ...]:
+        return CHANGE_FIELDS_WITH_BEFORE if self.with_before else CHANGE_FIELDS

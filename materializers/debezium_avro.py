@@ -79,6 +79,7 @@ class AvroForms:
     data_columns: tuple[str, ...]
     data_ddl: str
     key_column: str
+    with_before: bool = False  # also read `before`, as a struct like `after`
 
     @property
     def envelopes(self) -> list[int]:
@@ -114,6 +115,23 @@ class AvroForms:
         from pyspark.sql import functions as F
 
         doc = F.col(f"_v{sid}")
+        after, message = self._row_of(sid, "after")
+        rows = [after.alias("after")]
+        if self.with_before:
+            before, before_unfit = self._row_of(sid, "before")
+            rows.append(F.when(doc["before"].isNotNull(), before).alias("before"))
+            message = F.coalesce(message, before_unfit)
+        source_position = F.struct(doc["source"]["lsn"].alias("lsn"), doc["source"]["ts_ms"].alias("ts_ms"))
+        p = F.struct(
+            *rows, source_position.alias("source"), doc["op"].alias("op"), doc["ts_ms"].alias("ts_ms")
+        )
+        return F.when(doc.isNotNull(), p), message
+
+    def _row_of(self, sid: int, side: str) -> tuple[Column, Column]:
+        """(`side`'s row as a struct of the DDL's columns, the first unfit column's message or null)."""
+        from pyspark.sql import functions as F
+
+        doc = F.col(f"_v{sid}")
         fields = avro_columns.row_fields(self.texts[sid])
         ddl = avro_columns.ddl_columns(self.data_ddl)
         values: list[Column] = []
@@ -122,19 +140,12 @@ class AvroForms:
             name = avro_columns.avro_name(column)
             field = fields.get(name)
             conv = avro_columns.conversion(field, ddl[column])
-            raw = doc["after"][name] if field is not None else F.lit(None)
+            raw = doc[side][name] if field is not None else F.lit(None)
             source = avro_columns.spark_type(field) if field is not None else "void"
             value, unfit = convert(raw, conv, ddl[column], source)
             values.insert(0, value.cast(ddl[column]).alias(column))
             message = F.when(unfit, F.lit(self._unfit(column, ddl[column], field, conv))).otherwise(message)
-        source_position = F.struct(doc["source"]["lsn"].alias("lsn"), doc["source"]["ts_ms"].alias("ts_ms"))
-        p = F.struct(
-            F.struct(*values).alias("after"),
-            source_position.alias("source"),
-            doc["op"].alias("op"),
-            doc["ts_ms"].alias("ts_ms"),
-        )
-        return F.when(doc.isNotNull(), p), message
+        return F.struct(*values), message
 
     def _unfit(self, column: str, ddl_type: str, field: SourceField | None, conv: Conversion) -> str:
         what = field.describe() if field is not None else "nothing"

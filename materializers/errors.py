@@ -95,3 +95,8 @@ class LatePolicyNotSupported(BadAggregate):
 
 class StateIncompatible(MaterializerError):
     """A checkpoint's (or aggregate table's) state was built by another definition of the aggregate."""
+
+
+class IncompleteHistory(MaterializerError):
+    """An aggregate over CDC would take back rows it never added: the source's history it read is
+    incomplete (compacted, deleted, or begun after the rows), so its sums cannot be exact."""

@@ -5,8 +5,8 @@ envelope's `timestamp` header, which the event store writes for every event (the
 that produced it was decided, epoch ms) — `ENVELOPE_TIME`, not the time the job reads the record.
 
 What it counts is demand as lines are added to orders (`order.line_added`): a removed line or a
-cancelled order is not taken back (retractions are a later milestone of the aggregates), so
-`line_cents` is the value of lines added per minute, not placed revenue. Events more than 2 minutes
+cancelled order is not taken back (an event view counts events; a `CdcSource` over a table takes
+changed rows back), so `line_cents` is the value of lines added per minute, not placed revenue. Events more than 2 minutes
 behind the newest event time seen are dropped and counted (`materializers status`, column LATE).
 """
 

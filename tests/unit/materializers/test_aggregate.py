@@ -14,6 +14,7 @@ from materializers.aggregate import (
     KAFKA_TIME,
     AggregateView,
     Aggregation,
+    CdcSource,
     Derived,
     EventSource,
     batch_counts,
@@ -211,3 +212,56 @@ def test_a_checkpoint_of_another_definition_is_refused_before_spark(tmp_path: Pa
     wider = JobPlan.of(materializer(view(window="5 minutes")), config)
     with pytest.raises(StateIncompatible, match=r"checkpoint .* window_ms: 60000 -> 300000.*--from earliest"):
         check_state(wider)
+
+
+def cdc_view(**changes: Any) -> AggregateView:
+    source = CdcSource(topic="dbz.public.orders", table="public.orders", fields=FIELDS, key_column="order_id")
+    return dataclasses.replace(view(source=source), **changes)
+
+
+def test_a_cdc_view_is_a_materializer_of_its_table() -> None:
+    spec = materializer(cdc_view())
+    assert (spec.default_topic, spec.default_table, spec.key_column, spec.event_types) == (
+        "dbz.public.orders",
+        "public.orders",
+        "order_id",
+        (),
+    )
+    # Signed contributions are another state than an event view's of the same definition.
+    assert state_definition(cdc_view())["source"] == ["cdc", "order_id"]
+    assert "source" not in state_definition(view())
+    assert fingerprint(cdc_view()) != fingerprint(view())
+
+
+@pytest.mark.parametrize(
+    ("changes", "error", "says"),
+    [
+        (
+            {"aggregations": (Aggregation(op="max", column="price"),)},
+            BadAggregation,
+            r"max\(price\) over a CDC source cannot be kept exact.*use count/sum",
+        ),
+        (
+            {"aggregations": (Aggregation(op="approx_count_distinct", column="sku"),)},
+            BadAggregation,
+            r"approx_count_distinct\(sku\) over a CDC source",
+        ),
+        (
+            {"event_time": ENVELOPE_TIME},
+            BadAggregate,
+            r"event_time '@envelope' over a CDC source; name a time column",
+        ),
+        ({"event_time": KAFKA_TIME}, BadAggregate, r"event_time '@kafka' over a CDC source"),
+    ],
+)
+def test_cdc_refusals(changes: dict[str, Any], error: type[Exception], says: str) -> None:
+    with pytest.raises(error, match=says):
+        validate(cdc_view(**changes))
+
+
+def test_cdc_table_needs_its_schema() -> None:
+    source = CdcSource(topic="t", table="orders", fields=FIELDS)
+    with pytest.raises(
+        BadAggregate, match=r"source.table 'orders' names no schema; write it as schema.table"
+    ):
+        validate(view(source=source))
