@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from devstack.kafka_security import SecureKafka
 from devstack.session import StackHandle
 
 
@@ -16,3 +17,19 @@ def stack(toolkit_stack: StackHandle) -> StackHandle:
     """The repository's name for the plugin's `toolkit_stack` (Postgres, Kafka, Connect+Debezium, Redis,
     Apicurio — reused, in containers, local processes or external)."""
     return toolkit_stack
+
+
+@pytest.fixture(scope="session")
+def kafka_security(request: pytest.FixtureRequest) -> SecureKafka | None:
+    """The stack's SASL_SSL listener where it has one (the local single-node stack), else None.
+
+    The package suites reach Kafka through it when there is one: every client, job and CLI run then
+    authenticates with SCRAM over TLS, as against a production cluster. Stacks without it (containers,
+    compose, the cluster topology) run the suites over PLAINTEXT. A local stack started before the
+    listener existed fails here (restart it), as `secure_kafka` does.
+    """
+    try:
+        found: SecureKafka = request.getfixturevalue("secure_kafka")
+    except pytest.skip.Exception:
+        return None
+    return found

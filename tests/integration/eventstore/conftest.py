@@ -13,17 +13,23 @@ from typing import Any
 import pytest
 from es_helpers import cli_env
 
+from devstack.kafka_security import SecureKafka
 from eventstore import EventStore, EventStoreClient, StoreConfig
+from kafkakit.client_config import KafkaClientConfig
 from shop.order import ORDER
 
 TXN_TIMEOUT_MS = 10_000
 
 
 @pytest.fixture
-def store(stack: Any) -> StoreConfig:
+def store(stack: Any, kafka_security: SecureKafka | None) -> StoreConfig:
+    """A fresh store, its Kafka clients at the stack's SASL_SSL listener where it has one
+    (tests/conftest.py)."""
+    secured = kafka_security
     config = StoreConfig(
         name=f"es-it-{uuid.uuid4().hex[:8]}",
-        bootstrap_servers=stack.kafka_bootstrap_servers,
+        bootstrap_servers=secured.bootstrap_servers if secured else stack.kafka_bootstrap_servers,
+        kafka_client=secured.client_config if secured else KafkaClientConfig(),
         schema_registry_url=stack.schema_registry_url,
         partitions=3,
         snapshot_every=5,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from contextlib import AbstractContextManager
 from typing import Any
+from unittest.mock import patch
 
 from eventstore import EventStore, StoreConfig
 from shop.order import ORDER
@@ -11,6 +13,12 @@ from shop.order import ORDER
 
 def cli_env(config: StoreConfig) -> dict[str, str]:
     return {**os.environ, **config.as_env(), "EVENTSTORE_AGGREGATE": "shop.order:ORDER"}
+
+
+def in_process_cli(config: StoreConfig) -> AbstractContextManager[dict[str, str]]:
+    """The environment a CLI run in this process needs for `config`'s Kafka: its security settings
+    (the CLI takes them from the environment only)."""
+    return patch.dict(os.environ, config.kafka_client.as_env())
 
 
 def contention_worker(args: tuple[StoreConfig, int, int, tuple[str, ...], int]) -> list[dict[str, Any]]:

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from confluent_kafka import Producer
 
 from eventstore import EventStore, EventStoreClient, Pending, StoreConfig
 from eventstore.errors import (
@@ -25,6 +24,7 @@ from eventstore.kafkaio import end_offsets, read_to_end
 from eventstore.kafkaio import reader as raw_reader
 from eventstore.serde import header_map
 from eventstore.topics import ensure_topics, partition_for
+from kafkakit.clients import make_admin, make_producer
 from shop import order as o
 
 pytestmark = pytest.mark.integration
@@ -86,7 +86,7 @@ def test_unreadable_command_is_refused_not_dropped(
         ("expected-version", b"-1"),
         ("reply-partition", str(client.reply_partition).encode()),
     ]
-    producer = Producer({"bootstrap.servers": store.bootstrap_servers})
+    producer = make_producer({"bootstrap.servers": store.bootstrap_servers}, client_config=store.kafka_client)
     producer.produce(
         store.commands_topic,
         value=b"\x00\x00\x00\x00\x01\xff",
@@ -127,10 +127,10 @@ def test_unknown_event_type_is_named_or_dead_lettered(
     create(client, "3")
     stream = "order-3"
     partition = partition_for(stream, store.partitions)
-    probe = raw_reader(store.bootstrap_servers)
+    probe = raw_reader(store.bootstrap_servers, client_config=store.kafka_client)
     bad_offset = end_offsets(probe, store.events_topic, partition)[1]
     probe.close()
-    producer = Producer({"bootstrap.servers": store.bootstrap_servers})
+    producer = make_producer({"bootstrap.servers": store.bootstrap_servers}, client_config=store.kafka_client)
     headers = [("event-type", b"order.exploded"), ("stream-id", stream.encode()), ("stream-version", b"2")]
     producer.produce(
         store.events_topic,
@@ -152,7 +152,7 @@ def test_unknown_event_type_is_named_or_dead_lettered(
     ensure_topics(replace(store, dlq_topic=dlq))
     seen = list(EventStore(replace(store, dlq_topic=dlq), o.ORDER).subscribe(until_end=True))
     assert [e.event_type for e in seen] == ["order.created"]
-    consumer = raw_reader(store.bootstrap_servers)
+    consumer = raw_reader(store.bootstrap_servers, client_config=store.kafka_client)
     dead = [m for p in range(1) for m in read_to_end(consumer, dlq, p)]
     consumer.close()
     assert len(dead) == 1 and header_map(dead[0].headers())["dlq-offset"] == str(bad_offset)
@@ -226,9 +226,9 @@ def test_clients_sharing_a_reply_partition_keep_only_their_own_outcomes(
 def test_topics_take_the_clusters_replication_and_an_impossible_one_is_refused(store: StoreConfig) -> None:
     """No per-topic override weakens or strengthens what the brokers' operators set; a replication
     factor named in the config that the live brokers cannot hold is refused before any topic exists."""
-    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource  # type: ignore[attr-defined]
+    from confluent_kafka.admin import ConfigResource, ConfigSource  # type: ignore[attr-defined]
 
-    admin = AdminClient({"bootstrap.servers": store.bootstrap_servers})
+    admin = make_admin({"bootstrap.servers": store.bootstrap_servers}, client_config=store.kafka_client)
     cluster = admin.list_topics(timeout=10)
     brokers = len(cluster.brokers)
     broker = ConfigResource(ConfigResource.Type.BROKER, str(next(iter(cluster.brokers))))
@@ -256,7 +256,7 @@ def test_a_retry_after_the_dedup_window_is_decided_again_and_init_aligns_the_out
     the command id is new again and the command is decided on the stream as it is now."""
     import time
 
-    from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
+    from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
 
     start_processor("w", EVENTSTORE_DEDUP_WINDOW_MS="3000")
     create(client, "w1", expected_version=0)
@@ -270,7 +270,7 @@ def test_a_retry_after_the_dedup_window_is_decided_again_and_init_aligns_the_out
     # The outcomes topic keeps the same window: `init` with another window updates it in place.
     report = ensure_topics(replace(store, dedup_window_ms=60_000))
     assert dict(report)[store.outcomes_topic] == "updated"
-    admin = AdminClient({"bootstrap.servers": store.bootstrap_servers})
+    admin = make_admin({"bootstrap.servers": store.bootstrap_servers}, client_config=store.kafka_client)
     resource = ConfigResource(ConfigResource.Type.TOPIC, store.outcomes_topic)
     found = admin.describe_configs([resource])[resource].result(timeout=10)
     assert (found["cleanup.policy"].value, found["retention.ms"].value) == ("compact,delete", "60000")

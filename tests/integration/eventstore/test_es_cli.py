@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
-from es_helpers import cli_env
+from es_helpers import cli_env, in_process_cli
 
 from eventstore import EventStore, StoreConfig
 from eventstore.cli import main
@@ -39,7 +39,8 @@ def flags(config: StoreConfig) -> list[str]:
 
 def run(capsys: Any, config: StoreConfig, *argv: str) -> tuple[int, list[Any]]:
     """Exit code and the JSON documents printed (one per line)."""
-    code = main([*argv, *flags(config)])
+    with in_process_cli(config):
+        code = main([*argv, *flags(config)])
     return code, [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
 
 

@@ -89,8 +89,10 @@ def test_kill_9_mid_transaction_never_exposes_partial_or_duplicate_events(
             pending.append(
                 client.send(o.RemoveLine(order_id=oid, sku=f"s{i}"), command_id=f"{stream}-rm-{i}")
             )
-    probe = reader(store.bootstrap_servers)
-    raw = reader(store.bootstrap_servers, **{"isolation.level": "read_uncommitted"})
+    probe = reader(store.bootstrap_servers, client_config=store.kafka_client)
+    raw = reader(
+        store.bootstrap_servers, client_config=store.kafka_client, **{"isolation.level": "read_uncommitted"}
+    )
     kills = 0
     for _ in range(4):
         # Wait until a transaction is open WITH records in the log: for a read_committed consumer the

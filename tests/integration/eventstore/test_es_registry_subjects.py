@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from confluent_kafka import Producer
+from es_helpers import in_process_cli
 from fastavro import schemaless_writer
 
 from eventstore import EventStore, StoreConfig, SubjectsNeedMigration
@@ -67,7 +68,8 @@ def flags(config: StoreConfig) -> list[str]:
 
 
 def run_json(capsys: Any, config: StoreConfig, *argv: str) -> tuple[int, Any]:
-    code = main([*argv, *flags(config), "--json"])
+    with in_process_cli(config):
+        code = main([*argv, *flags(config), "--json"])
     return code, json.loads(capsys.readouterr().out.splitlines()[-1])
 
 
@@ -176,7 +178,8 @@ def test_migrate_moves_an_old_store_and_it_works_after(
     code, again = run_json(capsys, store, "schemas", "migrate")
     assert code == 0 and again["copied"] == 0 and {s["status"] for s in again["steps"]} == {"already there"}
     assert {s: registry.versions(s) for s in expected_subjects(store.name)} == history
-    assert main(["schemas", "migrate", *flags(store)]) == 0
+    with in_process_cli(store):
+        assert main(["schemas", "migrate", *flags(store)]) == 0
     assert "nothing to do" in capsys.readouterr().out
 
     code, report = run_json(capsys, store, "init")

@@ -30,7 +30,7 @@ def full_replay(store: StoreConfig, serde: Serde) -> tuple[dict[str, StreamState
     """Every stream's state folded from offset 0 of every partition, and each partition's size."""
     states: dict[str, StreamState[Any]] = {}
     sizes = {}
-    consumer = reader(store.bootstrap_servers)
+    consumer = reader(store.bootstrap_servers, client_config=store.kafka_client)
     try:
         for p in range(store.partitions):
             sizes[p] = 0

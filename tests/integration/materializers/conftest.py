@@ -12,8 +12,10 @@ import httpx
 import psycopg
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
+from devstack.kafka_security import SecureKafka
+from kafkakit.clients import make_admin, make_consumer, make_producer
 from kafkakit.settings import Endpoints
 from materializers import spark_session
 from materializers.config import RunConfig
@@ -32,14 +34,16 @@ def uid() -> str:
 
 
 @pytest.fixture
-def endpoints(stack: Any) -> Endpoints:
-    return Endpoints(
+def endpoints(stack: Any, kafka_security: SecureKafka | None) -> Endpoints:
+    """The stack's endpoints, Kafka at its SASL_SSL listener where it has one (tests/conftest.py)."""
+    plain = Endpoints(
         kafka_bootstrap_servers=stack.kafka_bootstrap_servers,
         kafka_connect_url=stack.kafka_connect_url,
         pg_dsn=stack.pg_dsn,
         redis_url=stack.redis_url,
         schema_registry_url=stack.schema_registry_url,
     )
+    return kafka_security.endpoints(plain) if kafka_security is not None else plain
 
 
 @pytest.fixture
@@ -67,7 +71,9 @@ def cli_env(monkeypatch: pytest.MonkeyPatch, endpoints: Endpoints, tmp_path: Pat
 @pytest.fixture
 def topics(endpoints: Endpoints) -> Iterator[Callable[[str], str]]:
     """Create a topic (1 partition, RF 1) named <prefix>-<uuid>; deleted (with its .dlq) at the end."""
-    admin = AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap_servers})
+    admin = make_admin(
+        {"bootstrap.servers": endpoints.kafka_bootstrap_servers}, client_config=endpoints.kafka_client
+    )
     made: list[str] = []
 
     def create(prefix: str) -> str:
@@ -88,14 +94,27 @@ def topics(endpoints: Endpoints) -> Iterator[Callable[[str], str]]:
 
 @pytest.fixture
 def producer(endpoints: Endpoints) -> Producer:
-    return Producer({"bootstrap.servers": endpoints.kafka_bootstrap_servers, "enable.idempotence": True})
-
-
-def read_all(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Any]:
-    """Every record of a 1-partition topic up to its current end."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}", "enable.auto.commit": False}
+    return make_producer(
+        {"bootstrap.servers": endpoints.kafka_bootstrap_servers, "enable.idempotence": True},
+        client_config=endpoints.kafka_client,
     )
+
+
+def consumer_of(endpoints: Endpoints, **settings: Any) -> Consumer:
+    """A consumer of the stack's Kafka (its security settings included), in a group of its own."""
+    return make_consumer(
+        {
+            "bootstrap.servers": endpoints.kafka_bootstrap_servers,
+            "group.id": f"t-{uuid.uuid4().hex}",
+            **settings,
+        },
+        client_config=endpoints.kafka_client,
+    )
+
+
+def read_all(endpoints: Endpoints, topic: str, timeout: float = 30.0) -> list[Any]:
+    """Every record of a 1-partition topic up to its current end."""
+    consumer = consumer_of(endpoints, **{"enable.auto.commit": False})
     try:
         end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
         consumer.assign([TopicPartition(topic, 0, 0)])
@@ -112,8 +131,8 @@ def read_all(bootstrap: str, topic: str, timeout: float = 30.0) -> list[Any]:
         consumer.close()
 
 
-def wait_for_end_offset(bootstrap: str, topic: str, at_least: int, timeout: float = 60.0) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}"})
+def wait_for_end_offset(endpoints: Endpoints, topic: str, at_least: int, timeout: float = 60.0) -> int:
+    consumer = consumer_of(endpoints)
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -202,7 +221,10 @@ class CdcSource:
         self.pg.execute(f"DROP PUBLICATION IF EXISTS {self.publication}")  # type: ignore[arg-type]
         self.pg.execute(f"DROP TABLE IF EXISTS {self.table}")  # type: ignore[arg-type]
         self.pg.close()
-        admin = AdminClient({"bootstrap.servers": self.endpoints.kafka_bootstrap_servers})
+        admin = make_admin(
+            {"bootstrap.servers": self.endpoints.kafka_bootstrap_servers},
+            client_config=self.endpoints.kafka_client,
+        )
         doomed = [t for t in admin.list_topics(timeout=10).topics if t.startswith(self.topic)]
         if doomed:
             admin.delete_topics(doomed)

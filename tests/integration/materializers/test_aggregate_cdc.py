@@ -113,7 +113,7 @@ def test_updates_and_deletes_take_old_rows_back(
     insert(table, (4, "east", 1, 2.5))
     run_sql(table, "DELETE FROM {t} WHERE id = 4")  # its window and group never hold a row
     insert(table, (5, "west", 3, 3.1))
-    wait_for_end_offset(endpoints.kafka_bootstrap_servers, table.topic, 3 + 3 + 1 + 2 + 1)
+    wait_for_end_offset(endpoints, table.topic, 3 + 3 + 1 + 2 + 1)
     plan = JobPlan.of(materializer(view_of(table)), run_config(topic=table.topic))
 
     first = drive(spark, plan)
@@ -124,7 +124,7 @@ def test_updates_and_deletes_take_old_rows_back(
     # A restart from the checkpoint: a group emptied by a delete loses its row, a move fills another.
     run_sql(table, "DELETE FROM {t} WHERE id = 5")
     run_sql(table, "UPDATE {t} SET region = 'west', amount = 2 WHERE id = 1")
-    wait_for_end_offset(endpoints.kafka_bootstrap_servers, table.topic, 10 + 2 + 1)
+    wait_for_end_offset(endpoints, table.topic, 10 + 2 + 1)
     drive(spark, plan)
     same_as_postgres(plan, table, [(0, "south", 2, 12), (0, "west", 1, 2)])
     check = verify_aggregate(spark, plan)
@@ -137,7 +137,7 @@ def test_refused_without_full_replica_identity(
     table = cdc_source(DDL)  # REPLICA IDENTITY DEFAULT
     insert(table, (1, "north", 10, 0.5))
     table.start()
-    wait_for_end_offset(endpoints.kafka_bootstrap_servers, table.topic, 1)
+    wait_for_end_offset(endpoints, table.topic, 1)
     plan = JobPlan.of(materializer(view_of(table)), run_config(topic=table.topic))
     with pytest.raises(
         ReplicaIdentityNotFull, match=rf"ALTER TABLE public\.{table.table} REPLICA IDENTITY FULL"
@@ -151,7 +151,7 @@ def test_start_after_the_beginning_refused(
 ) -> None:
     insert(full_table, (1, "north", 10, 0.5))
     full_table.start()
-    wait_for_end_offset(endpoints.kafka_bootstrap_servers, full_table.topic, 1)
+    wait_for_end_offset(endpoints, full_table.topic, 1)
     plan = JobPlan.of(materializer(view_of(full_table)), run_config(topic=full_table.topic))
     with pytest.raises(IncompleteHistory, match="--from earliest"):
         AggregateJob(spark, plan).start(parse_start("latest"), available_now=True)
@@ -169,14 +169,14 @@ def test_change_without_before_image_is_a_dead_letter(
     after = {"id": 1, "region": "north", "amount": 99, "created_at": at(0.5).isoformat()}
     produce_change(producer, table.topic, 1, {"before": None, "after": after, "op": "u"})
     insert(table, (3, "south", 4, 1.5))
-    end = wait_for_end_offset(endpoints.kafka_bootstrap_servers, table.topic, 2 + 1 + 1)
+    end = wait_for_end_offset(endpoints, table.topic, 2 + 1 + 1)
     final = drive(spark, plan)
     assert final.refused == 1 and final.dead_letters == 1
     assert table_rows(plan) == [
         (naive_utc(at(0)), "north", 2, 15),  # the update not applied, nothing taken back
         (naive_utc(at(1)), "south", 1, 4),
     ]
-    letters = read_all(endpoints.kafka_bootstrap_servers, plan.dlq_topic)
+    letters = read_all(endpoints, plan.dlq_topic)
     assert len(letters) == 1
     headers = {k: v.decode() for k, v in letters[0].headers()}
     assert headers["dlq-source-offset"] == str(end - 2)
@@ -189,7 +189,7 @@ def started(
     """`rows` inserted and snapshot by the connector, then one run of the view over them."""
     insert(table, *rows)
     table.start()
-    wait_for_end_offset(endpoints.kafka_bootstrap_servers, table.topic, len(rows))
+    wait_for_end_offset(endpoints, table.topic, len(rows))
     plan = JobPlan.of(materializer(view_of(table)), run_config(topic=table.topic))
     drive(spark, plan)
     return plan

@@ -297,10 +297,7 @@ def test_refused_records_counted(spark: Any, lines: Lines, run_config: Any, endp
     assert (check.difference_count, check.refused, check.counted_refused) == (0, 4, 4)
     # Each refused record is a dead letter (offsets 1-4; 0 was counted, 5 is not this view's type),
     # with its bytes and the reason, sent once: a restart with nothing new sends nothing again.
-    letters = {
-        int(dict(m.headers())["dlq-source-offset"]): m
-        for m in read_all(endpoints.kafka_bootstrap_servers, plan.dlq_topic)
-    }
+    letters = {int(dict(m.headers())["dlq-source-offset"]): m for m in read_all(endpoints, plan.dlq_topic)}
     assert sorted(letters) == [1, 2, 3, 4]
     reasons = {o: dict(m.headers())["dlq-error"].decode() for o, m in letters.items()}
     assert reasons[1] == "no event time: @envelope is missing or null"
@@ -309,7 +306,7 @@ def test_refused_records_counted(spark: Any, lines: Lines, run_config: Any, endp
     assert "is more than max_ahead (1 hour) past the batch's time" in reasons[4]
     assert letters[2].value() == value[:7] and letters[2].key() == key
     again = drive(spark, plan)
-    assert again.refused == 4 and len(read_all(endpoints.kafka_bootstrap_servers, plan.dlq_topic)) == 4
+    assert again.refused == 4 and len(read_all(endpoints, plan.dlq_topic)) == 4
 
 
 FOREIGN_SCHEMA = json.dumps({"type": "record", "name": "Foreign", "fields": [{"name": "n", "type": "long"}]})

@@ -45,7 +45,7 @@ def test_cdc_inserts_updates_deletes_then_replay(
     pg.execute(f"UPDATE {source.table} SET description = NULL WHERE id = 3")  # type: ignore[arg-type]
     pg.execute(f"DELETE FROM {source.table} WHERE id = 4")  # type: ignore[arg-type]
     pg.execute(f"INSERT INTO {source.table} VALUES (6, 'sprocket', 'blue sprocket', 0.10, 1)")  # type: ignore[arg-type]
-    end = wait_for_end_offset(endpoints.kafka_bootstrap_servers, source.topic, 5 + 2 + 2 + 1)
+    end = wait_for_end_offset(endpoints, source.topic, 5 + 2 + 2 + 1)
     # A poison record: not a Debezium envelope. It must be dead-lettered, the rest applied.
     producer.produce(source.topic, key=b'{"payload":{"id":7}}', value=b"\x00not json")
     producer.flush()
@@ -72,7 +72,7 @@ def test_cdc_inserts_updates_deletes_then_replay(
         "d": end - 1,
     }  # every change once; the tombstone is not a change
     assert job.dead_letters == 1
-    dlq = read_all(endpoints.kafka_bootstrap_servers, plan.dlq_topic)
+    dlq = read_all(endpoints, plan.dlq_topic)
     assert len(dlq) == 1 and dlq[0].value() == b"\x00not json"
     headers = {k: v.decode() for k, v in dlq[0].headers()}
     assert headers["dlq-source-offset"] == str(end) and headers["dlq-source-topic"] == source.topic

@@ -22,6 +22,7 @@ from conftest import read_all, run_once, wait_for_end_offset
 from fastavro import parse_schema, schemaless_writer
 
 from cdc.connector_spec import ConnectorSpec, DatabaseSpec, RegistrySpec
+from kafkakit.settings import Endpoints
 from materializers import debezium as dbz
 from materializers.avro_events import SchemaCache, WriterSchemas
 from materializers.job import JobPlan
@@ -192,8 +193,8 @@ def avro_converters(stack: Any) -> dict[str, str]:
     return {k: v for k, v in spec.to_config().items() if k.startswith(managed)}
 
 
-def value_ids(bootstrap: str, topic: str) -> list[int]:
-    values = [m.value() for m in read_all(bootstrap, topic) if m.value()]
+def value_ids(kafka: Endpoints, topic: str) -> list[int]:
+    values = [m.value() for m in read_all(kafka, topic) if m.value()]
     assert values and all(v[0] == 0 for v in values)  # really Avro in Confluent framing
     return [int.from_bytes(v[1:5], "big") for v in values]
 
@@ -203,7 +204,7 @@ def test_products_over_a_real_avro_connector_through_add_and_drop_column(
     spark: Any, stack: Any, cdc_source: Any, run_config: Any, endpoints: Any, small_batch_rows: str
 ) -> None:
     source = cdc_source(TABLE_DDL)
-    pg, table, bootstrap = source.pg, source.table, endpoints.kafka_bootstrap_servers
+    pg, table, kafka = source.pg, source.table, endpoints
     for i in range(1, 6):
         pg.execute(
             f"INSERT INTO {table} VALUES (%s, %s, %s, %s, %s)",  # type: ignore[arg-type]
@@ -213,7 +214,7 @@ def test_products_over_a_real_avro_connector_through_add_and_drop_column(
     pg.execute(f"UPDATE {table} SET price = 99.99, name = 'gadget two' WHERE id = 2")  # type: ignore[arg-type]
     pg.execute(f"DELETE FROM {table} WHERE id = 4")  # type: ignore[arg-type]
     pg.execute(f"INSERT INTO {table} VALUES (6, 'sprocket', NULL, 0.10, 1)")  # type: ignore[arg-type]
-    wait_for_end_offset(bootstrap, source.topic, 5 + 1 + 2 + 1)
+    wait_for_end_offset(kafka, source.topic, 5 + 1 + 2 + 1)
     plan = JobPlan.of(
         PRODUCTS, run_config(topic=source.topic, table=f"public.{table}", small_batch_rows=small_batch_rows)
     )
@@ -231,11 +232,11 @@ def test_products_over_a_real_avro_connector_through_add_and_drop_column(
     pg.execute(f"UPDATE {table} SET stock = 11, colour = 'red' WHERE id = 1")  # type: ignore[arg-type]
     pg.execute(f"ALTER TABLE {table} DROP COLUMN colour")  # type: ignore[arg-type]
     pg.execute(f"UPDATE {table} SET price = 3.75 WHERE id = 3")  # type: ignore[arg-type]
-    wait_for_end_offset(bootstrap, source.topic, 9 + 3)
+    wait_for_end_offset(kafka, source.topic, 9 + 3)
     run_once(spark, plan, job=job)
     assert [str(d) for d in verify(plan)] == []
     assert job.dead_letters == 0
-    assert len(set(value_ids(bootstrap, source.topic))) >= 2  # the records name more than one schema
+    assert len(set(value_ids(kafka, source.topic))) >= 2  # the records name more than one schema
     assert plan.cache().read("7") == {
         "name": "bolt",
         "description": "a bolt",
@@ -255,18 +256,18 @@ def test_avro_poison_and_unfit_values_are_dead_lettered_and_the_job_goes_on(
     small_batch_rows: str,
 ) -> None:
     source = cdc_source(TABLE_DDL.replace("stock integer", "stock bigint"))  # wider than the view's int
-    pg, table, bootstrap = source.pg, source.table, endpoints.kafka_bootstrap_servers
+    pg, table, kafka = source.pg, source.table, endpoints
     pg.execute(f"INSERT INTO {table} VALUES (1, 'fits', 'x', 1.00, 5)")  # type: ignore[arg-type]
     pg.execute(f"INSERT INTO {table} VALUES (2, 'too many', 'x', 1.00, {2**40})")  # type: ignore[arg-type]
     source.start(**avro_converters(stack))
-    wait_for_end_offset(bootstrap, source.topic, 2)
-    first = read_all(bootstrap, source.topic)[0]
+    wait_for_end_offset(kafka, source.topic, 2)
+    first = read_all(kafka, source.topic)[0]
     key, value = first.key(), first.value()
     producer.produce(source.topic, key=key, value=b"\x00\x7f\xff\xff\xf0" + value[5:])  # offset 2: unknown id
     producer.produce(source.topic, key=key, value=value[:7])  # offset 3: cut short
     producer.flush()
     pg.execute(f"INSERT INTO {table} VALUES (3, 'after the poison', 'x', 3.00, 3)")  # type: ignore[arg-type]
-    wait_for_end_offset(bootstrap, source.topic, 5)
+    wait_for_end_offset(kafka, source.topic, 5)
     plan = JobPlan.of(
         PRODUCTS, run_config(topic=source.topic, table=f"public.{table}", small_batch_rows=small_batch_rows)
     )
@@ -275,7 +276,7 @@ def test_avro_poison_and_unfit_values_are_dead_lettered_and_the_job_goes_on(
     cache = plan.cache()
     assert cache.read("1") is not None and cache.read("3") is not None and cache.read("2") is None
     assert job.dead_letters == 3
-    letters = {int(dict(m.headers())["dlq-source-offset"]): m for m in read_all(bootstrap, plan.dlq_topic)}
+    letters = {int(dict(m.headers())["dlq-source-offset"]): m for m in read_all(kafka, plan.dlq_topic)}
     assert sorted(letters) == [1, 2, 3]
     headers = {o: {k: v.decode() for k, v in m.headers()} for o, m in letters.items()}
     assert all(

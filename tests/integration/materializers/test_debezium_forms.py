@@ -89,13 +89,11 @@ def test_real_connector_without_schemas(spark: Any, cdc_source: Any, run_config:
     pg.execute(f"DELETE FROM {source.table} WHERE id = 3")  # type: ignore[arg-type]
     pg.execute(f"INSERT INTO {source.table} VALUES (4, 'p4', 'about 4', 4.00, 4)")  # type: ignore[arg-type]
     # 3 snapshot reads, the update, the delete and its tombstone, the insert
-    wait_for_end_offset(endpoints.kafka_bootstrap_servers, source.topic, 7)
+    wait_for_end_offset(endpoints, source.topic, 7)
     plan = JobPlan.of(PRODUCTS, run_config(topic=source.topic, table=f"public.{source.table}"))
     run_once(spark, plan)
 
-    values = [
-        json.loads(m.value()) for m in read_all(endpoints.kafka_bootstrap_servers, source.topic) if m.value()
-    ]
+    values = [json.loads(m.value()) for m in read_all(endpoints, source.topic) if m.value()]
     assert values and all("schema" not in v and "op" in v for v in values)  # really the plain form
     assert [str(d) for d in verify(plan)] == []
     cache = plan.cache()

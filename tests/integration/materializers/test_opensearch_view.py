@@ -205,7 +205,7 @@ def test_verify_compares_the_documents_with_the_source_table(
         )
     source.start()
     source.pg.execute(f"DELETE FROM {source.table} WHERE id = 2")  # type: ignore[arg-type]
-    wait_for_end_offset(endpoints.kafka_bootstrap_servers, source.topic, 3 + 2)
+    wait_for_end_offset(endpoints, source.topic, 3 + 2)
     producer.produce(source.topic, key=b'{"payload":{"id":9}}', value=b"\x00not json")
     producer.flush()
     config = run_config(

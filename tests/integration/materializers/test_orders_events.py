@@ -81,7 +81,7 @@ def test_order_fold_facts_and_dead_letters(
     assert job.dead_letters == 4
     dlq = {
         int(dict(m.headers())["dlq-source-offset"]): dict(m.headers())["dlq-error"].decode()
-        for m in read_all(endpoints.kafka_bootstrap_servers, plan.dlq_topic)
+        for m in read_all(endpoints, plan.dlq_topic)
     }
     assert sorted(dlq) == [3, 4, 5, 6]
     assert "Confluent wire format" in dlq[3] and "987654321" in dlq[4] and "order.exploded" in dlq[5]
@@ -116,7 +116,7 @@ def test_version_gap_dead_letter_keeps_the_original_bytes(
         job = run_once(spark, plan)  # v3 comes in the second batch: the first of known size
     assert job.dead_letters == 1
     assert plan.cache().read("g-1") == {"order_id": "g-1", "customer_id": "c-1", "status": "draft"}
-    [letter] = read_all(endpoints.kafka_bootstrap_servers, plan.dlq_topic)
+    [letter] = read_all(endpoints, plan.dlq_topic)
     headers = dict(letter.headers())
     assert (letter.key(), letter.value()) == (skipped[0], skipped[1])
     assert headers["dlq-source-offset"] == b"1" and b"version gap" in headers["dlq-error"]

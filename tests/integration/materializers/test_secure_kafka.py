@@ -46,7 +46,7 @@ def test_a_job_reads_its_source_and_writes_dead_letters_over_sasl_ssl(
         job = run_once(spark, plan)
         assert plan.cache().read("2") == {"name": "p2", "description": "d", "price": "1.00", "stock": "2"}
         assert job.dead_letters == 1
-        [letter] = read_all(endpoints.kafka_bootstrap_servers, plan.dlq_topic)  # written by Spark's sink
+        [letter] = read_all(endpoints, plan.dlq_topic)  # written by Spark's sink
         assert letter.value() == b"\x00not json"
         assert lag.measure(
             plan.checkpoint, topic, secured.kafka_bootstrap_servers, client_config=secured.kafka_client

@@ -12,6 +12,7 @@ import pytest
 from conftest import read_all, run_once
 from records import OrderEvents, debezium
 
+from kafkakit.settings import Endpoints
 from materializers import positions
 from materializers.job import JobPlan
 from materializers.views.delta_warehouse import query
@@ -25,10 +26,10 @@ def row(name: str) -> dict[str, Any]:
     return {"name": name, "description": f"{name} desc", "price": "1.00", "stock": 1}
 
 
-def letters(bootstrap: str, topic: str) -> dict[int, tuple[bytes | None, bytes | None, str]]:
+def letters(endpoints: Endpoints, topic: str) -> dict[int, tuple[bytes | None, bytes | None, str]]:
     """Dead letters by source offset: (key, value, error)."""
     found = {}
-    for m in read_all(bootstrap, topic):
+    for m in read_all(endpoints, topic):
         headers = {k: v.decode() for k, v in m.headers()}
         found[int(headers["dlq-source-offset"])] = (m.key(), m.value(), headers["dlq-error"])
     return found
@@ -59,7 +60,7 @@ def assert_cdc_dead_letters(endpoints: Any, plan: JobPlan, job: Any) -> None:
     """The poison record (offset 1) and the unsupported op (offset 5) of `cdc_records()`, bytes kept."""
     records = cdc_records()
     assert job.dead_letters == 2
-    dlq = letters(endpoints.kafka_bootstrap_servers, plan.dlq_topic)
+    dlq = letters(endpoints, plan.dlq_topic)
     assert sorted(dlq) == [1, 5]
     assert dlq[1][:2] == records[1] and "Debezium" in dlq[1][2]
     assert dlq[5][:2] == records[5] and "unsupported Debezium op x" in dlq[5][2]
@@ -174,7 +175,7 @@ def test_event_fold_cache_alone(
     job = run_once(spark, plan)
     assert plan.cache().entities() == {"c-1": {"order_id": "c-1", "customer_id": "k", "status": "draft"}}
     assert job.dead_letters == 2
-    dlq = letters(endpoints.kafka_bootstrap_servers, plan.dlq_topic)
+    dlq = letters(endpoints, plan.dlq_topic)
     assert sorted(dlq) == [1, 2]
     assert dlq[1][:2] == unknown[:2] and "order.exploded" in dlq[1][2]
     assert dlq[2][:2] == gap[:2] and "version gap" in dlq[2][2]

@@ -169,14 +169,14 @@ def test_real_connector_with_default_replica_identity(
     pg.execute(f"INSERT INTO {source.table} VALUES (2, 'rug', %s, 20.00, 2)", (BIG2,))  # type: ignore[arg-type]
     pg.execute(f"UPDATE {source.table} SET price = 11.00 WHERE id = 1")  # type: ignore[arg-type]
     pg.execute(f"UPDATE {source.table} SET price = 21.00 WHERE id = 2")  # type: ignore[arg-type]
-    wait_for_end_offset(endpoints.kafka_bootstrap_servers, source.topic, 4)
+    wait_for_end_offset(endpoints, source.topic, 4)
     plan = JobPlan.of(PRODUCTS, run_config(topic=source.topic, table=f"public.{source.table}"))
     run_once(spark, plan)
     pg.execute(f"UPDATE {source.table} SET price = 12.00, stock = 5 WHERE id = 1")  # type: ignore[arg-type]
-    wait_for_end_offset(endpoints.kafka_bootstrap_servers, source.topic, 5)
+    wait_for_end_offset(endpoints, source.topic, 5)
     run_once(spark, plan)
 
-    sent = [m.value() for m in read_all(endpoints.kafka_bootstrap_servers, source.topic)]
+    sent = [m.value() for m in read_all(endpoints, source.topic)]
     placeholder = DEFAULT_UNAVAILABLE_PLACEHOLDER.encode()
     assert sum(placeholder in v for v in sent) == 3  # the connector really left the description out
     assert [str(d) for d in verify(plan)] == []

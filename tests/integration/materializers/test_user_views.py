@@ -107,10 +107,7 @@ def test_a_user_view_beside_the_cache_on_both_paths(
         "_version": "3",
     }
     # The gap is refused by the cache and by this view: each refusal is a dead letter of offset 4.
-    letters = [
-        dict(m.headers())["dlq-source-offset"]
-        for m in read_all(endpoints.kafka_bootstrap_servers, plan.dlq_topic)
-    ]
+    letters = [dict(m.headers())["dlq-source-offset"] for m in read_all(endpoints, plan.dlq_topic)]
     assert letters == [b"4", b"4"] and job.dead_letters == 2
     assert [str(d) for d in verify(plan)] == []
 
