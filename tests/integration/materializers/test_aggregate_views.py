@@ -410,3 +410,39 @@ def test_event_time_from_a_field(spark: Any, lines: Lines, run_config: Any) -> N
     final = drive(spark, plan)
     assert [r[:4] for r in rows(plan)] == [(0, "A", 1, 1), (MINUTE, "A", 1, 1), (MINUTE, "B", 1, 1)]
     assert final.refused == 0
+
+
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+
+def store_of(plan: JobPlan) -> str:
+    """The state store the checkpoint's newest batch ran on (Spark keeps it in the offset log)."""
+    newest = max(int(p.name) for p in (plan.checkpoint / "offsets").iterdir() if p.name.isdigit())
+    metadata = (plan.checkpoint / "offsets" / str(newest)).read_text().splitlines()[1]
+    return str(json.loads(metadata)["conf"][PROVIDER])
+
+
+def test_state_store_is_rocksdb_and_an_older_checkpoint_keeps_its_own(
+    spark: Any, lines: Lines, run_config: Any, tmp_path: Path
+) -> None:
+    """A new checkpoint's state is in RocksDB (the toolkit's session default); one begun on Spark's
+    HDFS-backed store keeps that store when restarted under the new default, and stays exact."""
+    spec = materializer(view_on(lines.topic))
+    new = JobPlan.of(spec, run_config(topic=lines.topic))
+    old = JobPlan.of(spec, run_config(topic=lines.topic, home=tmp_path / "hdfs"))
+    default = spark.conf.get(PROVIDER)
+    assert default.endswith("RocksDBStateStoreProvider")
+    lines.add(at(0.5), "A", 1, 100)
+    lines.flush()
+    spark.conf.set(PROVIDER, HDFS)  # as a checkpoint started by the toolkit's previous version
+    try:
+        drive(spark, old)
+    finally:
+        spark.conf.set(PROVIDER, default)
+    lines.add(at(0.7), "A", 2, 300)
+    lines.flush()
+    drive(spark, old)
+    drive(spark, new)
+    assert (store_of(old), store_of(new)) == (HDFS, default)
+    assert rows(old) == rows(new) == [(0, "A", 2, 3, 300)]
