@@ -111,13 +111,14 @@ def pg(pg_dsn: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
 
 
 # ---- specs for the `cdc` CLI --------------------------------------------------------------------------
-def cli_flags(stack: Any) -> list[str]:
-    """The `cdc` flags for the stack's Connect, Kafka and Postgres (the registry: SCHEMA_REGISTRY_URL)."""
+def cli_flags(stack: Any, bootstrap: str | None = None) -> list[str]:
+    """The `cdc` flags for the stack's Connect, Kafka (or `bootstrap`) and Postgres (the registry:
+    SCHEMA_REGISTRY_URL)."""
     return [
         "--connect-url",
         stack.kafka_connect_url,
         "--bootstrap-servers",
-        stack.kafka_bootstrap_servers,
+        bootstrap or stack.kafka_bootstrap_servers,
         "--pg-dsn",
         stack.pg_dsn,
     ]

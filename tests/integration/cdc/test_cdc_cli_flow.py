@@ -17,6 +17,7 @@ from cdc.connect_client import ConnectClient
 from cdc.connector_spec import AVRO_CONVERTER, RegistrySpec
 from cdc.registry_client import RegistryClient
 from cdc.render import event_json
+from devstack.kafka_security import SecureKafka
 
 pytestmark = pytest.mark.integration
 
@@ -28,14 +29,20 @@ def test_cli_lifecycle(
     connect: ConnectClient,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    kafka_security: SecureKafka | None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Every Kafka client of the CLI (apply's broker count, tail, health's topic ends) goes through
+    the stack's SASL_SSL listener where it has one (tests/conftest.py), configured as a user would."""
+    for variable, value in (kafka_security.env() if kafka_security else {}).items():
+        monkeypatch.setenv(variable, value)
     table = f"public.{unique('cli')}"
     tables.append(f"table:{table}")
     pg.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, label text)")  # type: ignore[arg-type]
     pg.execute(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'ü')")  # type: ignore[arg-type]
     name = unique("cli").replace("_", "-")
     spec_path = write_spec(tmp_path, spec_doc(stack, name, [table]))
-    flags = cli_flags(stack)
+    flags = cli_flags(stack, kafka_security.bootstrap_servers if kafka_security else None)
     topic = f"{name.replace('-', '_')}.{table}"
     try:
         assert main(["validate", str(spec_path), *flags]) == EXIT_OK
