@@ -255,8 +255,18 @@ def wait_visible(table: Path, sku: str, before: int, deadline: float) -> float |
 
 
 def run_size(
-    spark: Any, base: RunConfig, groups: int, minutes: int, probes: int, budget_s: float, work: Path
+    spark: Any,
+    base: RunConfig,
+    groups: int,
+    minutes: int,
+    probes: int,
+    budget_s: float,
+    work: Path,
+    recompute_at: set[int] | None = None,
 ) -> dict[str, Any]:
+    """One size; the recompute after every minute, or only after the minutes in `recompute_at` and
+    the last (the recompute of k minutes costs about k times the first: skipping lets a run reach a
+    longer history)."""
     tag = uuid.uuid4().hex[:6]
     topic = f"bench-agg-{groups}-{tag}"
     bootstrap = base.endpoints.kafka_bootstrap_servers
@@ -294,26 +304,27 @@ def run_size(
             print(f"G={groups:,} minute {m + 1}/{minutes}: producing ...", flush=True)
             produced_s = lines.minute(t0 + m * MINUTE_MS, m, groups)
             stream = stream_minute(spark, plan)
-            print(f"  streamed in {stream['wall_s']} s; recomputing ...", flush=True)
-            again = recompute(spark, plan, recomputed)
+            print(f"  streamed in {stream['wall_s']} s", flush=True)
+            due = recompute_at is None or m + 1 in recompute_at or m + 1 == minutes
+            again = recompute(spark, plan, recomputed) if due else None
             row = {
                 "minute": m + 1,
                 "events_so_far": groups * (m + 1),
                 "produce_s": round(produced_s, 2),
                 "stream": stream,
                 "recompute": again,
-                "ratio_stream_to_recompute": round(stream["wall_s"] / again["wall_s"], 3),
                 "stream_events_per_s": round(groups / stream["wall_s"]),
-                "recompute_events_per_s": round(groups * (m + 1) / again["wall_s"]),
                 "jvm": jvm_memory(spark),
                 "load_1m": round(os.getloadavg()[0], 2),
             }
+            if again is not None:
+                row["ratio_stream_to_recompute"] = round(stream["wall_s"] / again["wall_s"], 3)
+                row["recompute_events_per_s"] = round(groups * (m + 1) / again["wall_s"])
+                print(
+                    f"  recomputed in {again['wall_s']} s: ratio {row['ratio_stream_to_recompute']}",
+                    flush=True,
+                )
             per_minute.append(row)
-            print(
-                f"  recomputed in {again['wall_s']} s: ratio {row['ratio_stream_to_recompute']}, "
-                f"state {max((b['state_rows'] for b in stream['batches']), default=0):,} rows",
-                flush=True,
-            )
             if time.monotonic() - began > budget_s and m + 1 < minutes:
                 result["stopped_early"] = f"past --budget-s {budget_s:g} after minute {m + 1}"
                 break
@@ -334,16 +345,23 @@ def run_size(
 
 
 def summarize(per_minute: list[dict[str, Any]]) -> dict[str, Any]:
-    last = per_minute[-1]
+    recomputed = [m for m in per_minute if m["recompute"]]
+    last = recomputed[-1]
     data = [b for m in per_minute for b in m["stream"]["batches"] if b["rows_in"]]
     stream_s = [m["stream"]["wall_s"] for m in per_minute]
     return {
         "minutes_run": len(per_minute),
         "stream_wall_s_per_minute": stream_s,
-        "recompute_wall_s_per_minute": [m["recompute"]["wall_s"] for m in per_minute],
+        "recompute_wall_s_per_minute": [
+            m["recompute"]["wall_s"] if m["recompute"] else None for m in per_minute
+        ],
         "ratio_last_minute": last["ratio_stream_to_recompute"],
-        "ratio_mean": round(sum(stream_s) / sum(m["recompute"]["wall_s"] for m in per_minute), 3),
-        "stream_events_per_s_last": last["stream_events_per_s"],
+        "ratio_mean": round(
+            sum(m["stream"]["wall_s"] for m in recomputed)
+            / sum(m["recompute"]["wall_s"] for m in recomputed),
+            3,
+        ),
+        "stream_events_per_s_last": per_minute[-1]["stream_events_per_s"],
         "recompute_events_per_s_last": last["recompute_events_per_s"],
         "data_batch_ms": [b["trigger_ms"] for b in data],
         "state_rows": [max((b["state_rows"] for b in m["stream"]["batches"]), default=0) for m in per_minute],
@@ -384,7 +402,7 @@ def _per_minute(r: dict[str, Any]) -> str:
     pairs = zip(
         r["summary"]["stream_wall_s_per_minute"], r["summary"]["recompute_wall_s_per_minute"], strict=True
     )
-    return f"- {r['groups']:,} groups: " + ", ".join(f"{a} / {b}" for a, b in pairs)
+    return f"- {r['groups']:,} groups: " + ", ".join(f"{a} / {'—' if b is None else b}" for a, b in pairs)
 
 
 def render_markdown(res: dict[str, Any]) -> str:
@@ -467,6 +485,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--driver-memory", default="6g", help="spark.driver.memory (default 6g; '' = Spark's 1g)"
     )
+    parser.add_argument(
+        "--recompute-at", type=int, action="append",
+        help="recompute only after this minute (repeat; the last minute always; default: every minute)",
+    )  # fmt: skip
     parser.add_argument("--note", action="append", default=[], help="a note for the results (repeat)")
     parser.add_argument(
         "--keep", action="store_true", help="keep the other sizes' results already in --out (a run per size)"
@@ -500,7 +522,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         for groups in sizes:
             try:
                 res["sizes"].append(
-                    run_size(spark, base, groups, args.minutes, args.probes, args.budget_s, work)
+                    run_size(
+                        spark,
+                        base,
+                        groups,
+                        args.minutes,
+                        args.probes,
+                        args.budget_s,
+                        work,
+                        set(args.recompute_at) if args.recompute_at else None,
+                    )
                 )
             except Exception as exc:  # a size that does not fit is reported, the others still run
                 res["sizes"].append({"groups": groups, "error": f"{type(exc).__name__}: {str(exc)[:500]}"})
