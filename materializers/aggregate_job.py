@@ -49,11 +49,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from confluent_kafka import TopicPartition
-
 from cdc.replica_identity import require_full
-from kafkakit.client_config import KafkaClientConfig
-from kafkakit.clients import make_consumer
 from kafkakit.positions import Edge, StartPosition
 from kafkakit.secrets import masked
 from materializers import aggregate_batches, checkpoint, failpoints, lifecycle, status
@@ -75,6 +71,7 @@ from materializers.aggregate_plan import aggregate, learn_topic_schemas
 from materializers.avro_events import WriterSchemas
 from materializers.errors import BadAggregate, IncompleteHistory, SourceUnavailable
 from materializers.job import Job, claim_checkpoint, ensure_topic, source_stream, topic_partitions, triggered
+from materializers.lag import log_bounds
 from materializers.plan import JobPlan
 from materializers.timeline import StepClock
 from materializers.views.delta_warehouse import TXN_APP_ID, TXN_VERSION
@@ -207,9 +204,10 @@ class AggregateJob:
                 "not be taken back when they change. Start it with --from earliest (a new checkpoint "
                 "reads the topic from its beginning)"
             )
-        trimmed = trimmed_partitions(
-            endpoints.kafka_bootstrap_servers, self.plan.topic, endpoints.kafka_client
+        bounds = log_bounds(
+            endpoints.kafka_bootstrap_servers, self.plan.topic, client_config=endpoints.kafka_client
         )
+        trimmed = {p: low for p, (low, _high) in bounds.items() if low > 0}
         if trimmed:
             raise IncompleteHistory(
                 f"aggregate {self.view.name!r}: topic {self.plan.topic!r} no longer holds its beginning "
@@ -346,21 +344,6 @@ def require_full_identity(dsn: str, table: str) -> None:
             f"cannot ask Postgres at {masked(dsn)} for {table}'s REPLICA IDENTITY ({masked(str(exc))}); "
             "start it or fix PG_DSN"
         ) from exc
-
-
-def trimmed_partitions(bootstrap: str, topic: str, client_config: KafkaClientConfig) -> dict[int, int]:
-    """The partitions of `topic` whose first offset is past 0, and that offset."""
-    consumer = make_consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "unused"}, client_config=client_config
-    )
-    try:
-        partitions = topic_partitions(bootstrap, topic, client_config=client_config)
-        lows = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0] for p in partitions
-        }
-    finally:
-        consumer.close()
-    return {p: low for p, low in lows.items() if low > 0}
 
 
 def merge_condition(keys: list[str], earliest_window_ms: int) -> str:

@@ -21,23 +21,30 @@ from materializers.job import topic_partitions
 from materializers.status import JobStatus
 
 
-def end_offsets(
+def log_bounds(
     bootstrap: str, topic: str, *, client_config: KafkaClientConfig | None = None
-) -> checkpoint.Offsets:
-    """The topic's end offset (high watermark) per partition, now."""
+) -> dict[int, tuple[int, int]]:
+    """Each partition's (first retained offset, end offset) now: the low and high watermarks."""
     consumer = make_consumer(
         {"bootstrap.servers": bootstrap, "group.id": f"materializers-lag-{uuid.uuid4().hex}"},
         client_config=client_config,
     )
+    bounds: dict[int, tuple[int, int]] = {}
     try:
-        return {
-            topic: {
-                str(p): int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
-                for p in topic_partitions(bootstrap, topic, client_config=client_config)
-            }
-        }
+        for p in topic_partitions(bootstrap, topic, client_config=client_config):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            bounds[p] = (int(low), int(high))
     finally:
         consumer.close()
+    return bounds
+
+
+def end_offsets(
+    bootstrap: str, topic: str, *, client_config: KafkaClientConfig | None = None
+) -> checkpoint.Offsets:
+    """The topic's end offset (high watermark) per partition, now."""
+    bounds = log_bounds(bootstrap, topic, client_config=client_config)
+    return {topic: {str(p): high for p, (_low, high) in bounds.items()}}
 
 
 def measure(

@@ -19,6 +19,7 @@ from kafkakit.clients import make_consumer
 from materializers import event_shape
 from materializers.avro_events import WriterSchemas
 from materializers.errors import BadMaterializer, SourceUnavailable
+from materializers.lag import log_bounds
 from materializers.plan import JobPlan
 from materializers.truth import Difference as Difference
 from materializers.truth import Truth
@@ -67,12 +68,10 @@ def read_topic(
         client_config=client_config,
     )
     try:
-        meta = consumer.list_topics(topic, timeout=10).topics[topic]
         ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in meta.partitions
+            p: high for p, (_low, high) in log_bounds(bootstrap, topic, client_config=client_config).items()
         }
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions])
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             msg = consumer.poll(0.5)
