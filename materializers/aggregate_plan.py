@@ -45,9 +45,11 @@ def aggregate(raw: DataFrame, view: AggregateView, schemas: WriterSchemas) -> Da
 
     decoded = events(raw, view, schemas)
     # Judged against the batch's own timestamp (logged with its offsets, so a re-run batch judges alike).
-    refused = refusal(view, F.current_timestamp())
+    now = F.current_timestamp()
+    refused = refusal(view, now)
+    reported = reported_refusal(view, now).isNotNull()
     observed = decoded.observe(
-        OBSERVED, F.count(F.lit(1)).alias("records"), F.sum(F.when(refused, 1).otherwise(0)).alias("refused")
+        OBSERVED, F.count(F.lit(1)).alias("records"), F.sum(F.when(reported, 1).otherwise(0)).alias("refused")
     )
     grouped = (
         observed.where(~refused)
@@ -149,6 +151,17 @@ def row_contributions(
 def refusal(view: AggregateView, now: Column) -> Column:
     """Whether a decoded record is refused (`refusal_reason` is not null)."""
     return refusal_reason(view, now).isNotNull()
+
+
+def reported_refusal(view: AggregateView, now: Column) -> Column:
+    """The refusal a record is counted and dead-lettered for; null for a refused retraction (over
+    CDC, the old row taken back by -1): its time was already refused when the row was added (a null
+    stays null, a time ahead was further ahead then), so the change's refusal was reported with the
+    adding change, and the retraction is skipped as the adding was."""
+    from pyspark.sql import functions as F
+
+    reason = refusal_reason(view, now)
+    return F.when(F.col(SIGN) != -1, reason) if is_cdc(view) else reason
 
 
 def refusal_reason(view: AggregateView, now: Column) -> Column:

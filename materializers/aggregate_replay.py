@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from materializers.aggregate import AggregateView
 from materializers.aggregate_batches import OffsetRange
-from materializers.aggregate_plan import events, learn_topic_schemas, refusal_reason
+from materializers.aggregate_plan import events, learn_topic_schemas, reported_refusal
 from materializers.avro_events import WriterSchemas
 from materializers.job import topic_partitions
 from materializers.plan import JobPlan
@@ -86,7 +86,7 @@ def refused_records(
     from pyspark.sql import functions as F
 
     found = placed(spark, plan, view, ranges)
-    reason = refusal_reason(view, F.timestamp_millis(F.col("_ts")))
+    reason = reported_refusal(view, F.timestamp_millis(F.col("_ts")))
     refused = (
         found.where(reason.isNotNull())
         .select(
@@ -94,7 +94,6 @@ def refused_records(
             F.col("src_offset").alias("offset"),
             reason.alias("error"),
         )
-        .dropDuplicates(["partition", "offset"])  # a CDC change refused in both of its rows: one letter
     )
     raw = raw_records(spark, plan, ranges).select("key", "value", "topic", "partition", "offset")
     return refused.join(raw, ["partition", "offset"])

@@ -216,3 +216,26 @@ def test_taking_back_a_row_never_added_stops_the_view(
     assert code != 0 and final is not None and "IncompleteHistory" in (final.last_error or "")
     assert "fewer than 0 rows" in (final.last_error or "")
     assert table_rows(plan) == [(naive_utc(at(0)), "north", 1, 10)]
+
+
+def test_a_row_refused_for_its_time_is_refused_once(
+    spark: Any, full_table: CapturedTable, run_config: Any, endpoints: Any, producer: Any
+) -> None:
+    """A row without an event time is refused when added and counted once per change that adds it:
+    an update refused in both images is one refusal, one dead letter; taking such a row back (its
+    update's old image, its delete) is skipped, as its adding was, and not reported again."""
+    table = full_table
+    plan = started(spark, table, run_config, endpoints, (1, "north", 10, 0.5))
+    untimed = {"id": 7, "region": "north", "amount": 3, "created_at": None}
+    produce_change(producer, table.topic, 7, {"before": None, "after": untimed, "op": "c"})
+    produce_change(
+        producer, table.topic, 7, {"before": untimed, "after": {**untimed, "amount": 4}, "op": "u"}
+    )
+    produce_change(producer, table.topic, 7, {"before": {**untimed, "amount": 4}, "after": None, "op": "d"})
+    end = wait_for_end_offset(endpoints, table.topic, 1 + 3)
+    final = drive(spark, plan)
+    assert final.refused == 2 and final.dead_letters == 2
+    assert table_rows(plan) == [(naive_utc(at(0)), "north", 1, 10)]
+    letters = read_all(endpoints, plan.dlq_topic)
+    assert sorted(int(dict(m.headers())["dlq-source-offset"]) for m in letters) == [end - 3, end - 2]
+    assert all(b"no event time" in dict(m.headers())["dlq-error"] for m in letters)
