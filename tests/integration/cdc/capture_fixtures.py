@@ -2,6 +2,9 @@
 
 Run against a running stack (`source .stack/env` first):
     .venv/bin/python tests/integration/cdc/capture_fixtures.py [--format avro]
+It reads the topics at the stack's SASL_SSL listener where its env names one
+(KAFKA_SECURE_BOOTSTRAP_SERVERS, KAFKA_SECURE_CLIENT_CONFIG), else at KAFKA_BOOTSTRAP_SERVERS, as the
+tests do (cdc_helpers.KafkaAccess).
 It writes tests/unit/cdc/fixtures/debezium_records.json: the raw key/value bytes (as UTF-8 text) of
 every record on the torture and TOAST topics, so the unit tests can check decoding without services.
 With `--format avro` (Connect must list Apicurio's AvroConverter) it writes debezium_avro_records.json
@@ -21,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-from cdc_helpers import RawRecord, pg, read_topic, unique
+from cdc_helpers import KafkaAccess, RawRecord, pg, read_topic, unique
 from cdc_torture import LARGE_BYTES, create_sql, insert_sql
 
 from cdc.connect_client import ConnectClient
@@ -36,7 +39,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--format", choices=sorted(OUT), default="json")
     record_format = parser.parse_args().format
-    dsn, bootstrap = os.environ["PG_DSN"], os.environ["KAFKA_BOOTSTRAP_SERVERS"]
+    dsn, kafka = os.environ["PG_DSN"], KafkaAccess.from_stack_env(os.environ)
     registry = os.environ.get("SCHEMA_REGISTRY_URL", "http://127.0.0.1:18080/apis/ccompat/v7")
     suffix = unique("cap")
     table, enum, toast = f"public.tt_{suffix}", f"mood_{suffix}", f"public.toast_{suffix}"
@@ -51,7 +54,7 @@ def main() -> None:
         try:
             spec = factory.start(factory.spec([table, toast], name="capture-fixtures-" + suffix[-6:]))
             t_topic, x_topic = spec.topic_for(table), spec.topic_for(toast)
-            read_topic(bootstrap, t_topic, until=lambda rs: len(rs) >= 4)
+            read_topic(kafka, t_topic, until=lambda rs: len(rs) >= 4)
             conn.execute(f"INSERT INTO {toast} VALUES (1, %s, 1)", (big,))
             conn.execute(f"UPDATE {toast} SET n = 2 WHERE id = 1")
             conn.execute(f"UPDATE {table} SET c_text = 'updated', c_int = 42 WHERE id = 1")
@@ -60,8 +63,8 @@ def main() -> None:
             conn.execute(f"INSERT INTO {table} (id, c_added) VALUES (5, 'new shape')")
             conn.execute(f"ALTER TABLE {table} DROP COLUMN c_bits")
             conn.execute(f"UPDATE {table} SET c_added = 'dropped bits' WHERE id = 3")
-            torture = read_topic(bootstrap, t_topic, until=lambda rs: len(rs) >= 9)
-            toasted = read_topic(bootstrap, x_topic, until=lambda rs: len(rs) >= 2)
+            torture = read_topic(kafka, t_topic, until=lambda rs: len(rs) >= 9)
+            toasted = read_topic(kafka, x_topic, until=lambda rs: len(rs) >= 2)
         finally:
             factory.cleanup()
             conn.execute(f"DROP TABLE IF EXISTS {table}, {toast}")

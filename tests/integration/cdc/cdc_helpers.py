@@ -1,24 +1,31 @@
 """Test plumbing for the cdc integration tests and the fixture capture script (real services only).
 
-The connector factory lives in the toolkit's pytest plugin (`devstack.connectors.ConnectorFactory`)."""
+The connector factory lives in the toolkit's pytest plugin (`devstack.connectors.ConnectorFactory`).
+Every Kafka client of the tests (and every `cdc` CLI run) reaches Kafka through `KafkaAccess`: the
+stack's SASL_SSL listener where it has one, else PLAINTEXT. Connect itself writes Debezium's topics
+through the broker's PLAINTEXT listener: that is the stack's choice, not the tests'."""
 
 from __future__ import annotations
 
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import psycopg
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from cdc.avro_records import SchemaLookup
 from cdc.change_event import ChangeEvent, Tombstone, decode_record
 from cdc.connector_spec import DatabaseSpec
+from devstack.kafka_security import SecureKafka
+from kafkakit.client_config import KafkaClientConfig
+from kafkakit.clients import make_admin, make_consumer, make_producer
 
 T = TypeVar("T")
 
@@ -52,17 +59,52 @@ class RawRecord:
     value: bytes | None
 
 
+@dataclass(frozen=True, slots=True)
+class KafkaAccess:
+    """How the tests reach the stack's Kafka: its SASL_SSL listener (`secured`) where it has one, as a
+    user of a production cluster would, else `plaintext_bootstrap_servers` over PLAINTEXT."""
+
+    plaintext_bootstrap_servers: str
+    secured: SecureKafka | None = None
+
+    @classmethod
+    def from_stack_env(cls, env: Mapping[str, str]) -> KafkaAccess:
+        """From a local stack's env file or a shell that sourced it (`source .stack/env`)."""
+        return cls(env["KAFKA_BOOTSTRAP_SERVERS"], SecureKafka.from_stack_env(env))
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.secured.bootstrap_servers if self.secured else self.plaintext_bootstrap_servers
+
+    @property
+    def client_config(self) -> KafkaClientConfig | None:
+        return self.secured.client_config if self.secured else None
+
+    def env(self) -> dict[str, str]:
+        """The variables that point a `cdc` CLI run at the same listener (KAFKA_CLIENT_CONFIG: the CLI
+        takes the client config from the environment only); none over PLAINTEXT."""
+        return self.secured.env() if self.secured else {}
+
+    def consumer(self, **settings: Any) -> Consumer:
+        return make_consumer(
+            {"bootstrap.servers": self.bootstrap_servers, **settings}, client_config=self.client_config
+        )
+
+    def producer(self, **settings: Any) -> Producer:
+        return make_producer(
+            {"bootstrap.servers": self.bootstrap_servers, **settings}, client_config=self.client_config
+        )
+
+    def admin(self) -> AdminClient:
+        return make_admin({"bootstrap.servers": self.bootstrap_servers}, client_config=self.client_config)
+
+
 def read_topic(
-    bootstrap: str, topic: str, *, until: Callable[[list[RawRecord]], bool], timeout: float = 60.0
+    kafka: KafkaAccess, topic: str, *, until: Callable[[list[RawRecord]], bool], timeout: float = 60.0
 ) -> list[RawRecord]:
     """Read `topic` from the beginning until `until(records)` holds; fail after `timeout`."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": unique("cdc-test"),
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
+    consumer = kafka.consumer(
+        **{"group.id": unique("cdc-test"), "enable.auto.commit": False, "auto.offset.reset": "earliest"}
     )
     records: list[RawRecord] = []
     deadline = time.monotonic() + timeout
@@ -110,20 +152,7 @@ def pg(pg_dsn: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
         yield conn
 
 
-# ---- specs for the `cdc` CLI --------------------------------------------------------------------------
-def cli_flags(stack: Any, bootstrap: str | None = None) -> list[str]:
-    """The `cdc` flags for the stack's Connect, Kafka (or `bootstrap`) and Postgres (the registry:
-    SCHEMA_REGISTRY_URL)."""
-    return [
-        "--connect-url",
-        stack.kafka_connect_url,
-        "--bootstrap-servers",
-        bootstrap or stack.kafka_bootstrap_servers,
-        "--pg-dsn",
-        stack.pg_dsn,
-    ]
-
-
+# ---- specs for the `cdc` CLI (its flags: the conftest's `cli_flags` fixture) -------------------------
 def spec_doc(stack: Any, name: str, tables: list[str], **over: Any) -> dict[str, Any]:
     """A spec file's document for `tables` (`over`: more keys); no format, so the default (Avro)."""
     db = DatabaseSpec.from_dsn(stack.pg_dsn)

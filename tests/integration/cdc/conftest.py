@@ -1,7 +1,8 @@
 """Factory fixtures for the cdc integration tests, on the session-scoped real stack.
 
 Connectors come from the toolkit's pytest plugin (`devstack.connectors.ConnectorFactory`), which gives
-Connect the address it reaches Postgres (and the registry) at on every backend.
+Connect the address it reaches Postgres (and the registry) at on every backend. The tests' own Kafka
+clients and `cdc` CLI runs reach Kafka through `kafka`: the stack's SASL_SSL listener where it has one.
 """
 
 from __future__ import annotations
@@ -11,10 +12,36 @@ from typing import Any
 
 import psycopg
 import pytest
+from cdc_helpers import KafkaAccess
 
 from cdc.connect_client import ConnectClient
 from devstack.connectors import ConnectorFactory
+from devstack.kafka_security import SecureKafka
 from devstack.session import StackHandle
+
+
+@pytest.fixture(scope="session")
+def kafka(stack: StackHandle, kafka_security: SecureKafka | None) -> KafkaAccess:
+    """The stack's Kafka at its SASL_SSL listener where it has one (tests/conftest.py), else PLAINTEXT:
+    for `read_topic` and every client a test builds (`kafka.consumer()`, `.producer()`, `.admin()`)."""
+    return KafkaAccess(stack.kafka_bootstrap_servers, kafka_security)
+
+
+@pytest.fixture
+def cli_flags(stack: StackHandle, kafka: KafkaAccess, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The `cdc` flags for the stack's Connect, Kafka and Postgres (the registry: SCHEMA_REGISTRY_URL),
+    with `kafka`'s client config in the environment (KAFKA_CLIENT_CONFIG), as a user configures the
+    CLI: every Kafka client of a CLI run goes through the same listener as the tests' own."""
+    for variable, value in kafka.env().items():
+        monkeypatch.setenv(variable, value)
+    return [
+        "--connect-url",
+        stack.kafka_connect_url,
+        "--bootstrap-servers",
+        kafka.bootstrap_servers,
+        "--pg-dsn",
+        stack.pg_dsn,
+    ]
 
 
 @pytest.fixture

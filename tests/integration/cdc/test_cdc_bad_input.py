@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from cdc_helpers import cli_flags, read_topic, spec_doc, unique, wait_until, write_spec
-from confluent_kafka import Consumer, Producer, TopicPartition
+from cdc_helpers import KafkaAccess, read_topic, spec_doc, unique, wait_until, write_spec
+from confluent_kafka import TopicPartition
 
 from cdc.cli import EXIT_FAILED, EXIT_REFUSED, EXIT_UNAVAILABLE, main
 from cdc.connect_client import ConnectClient, ConnectorStatus
@@ -26,11 +26,15 @@ pytestmark = pytest.mark.integration
 
 
 def test_unknown_table_is_refused_by_preflight_and_not_registered(
-    stack: Any, connect: ConnectClient, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    stack: Any,
+    connect: ConnectClient,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    cli_flags: list[str],
 ) -> None:
     name = unique("bad-table").replace("_", "-")
     path = write_spec(tmp_path, spec_doc(stack, name, ["public.no_such_table_x"]))
-    assert main(["apply", str(path), *cli_flags(stack)]) == EXIT_REFUSED
+    assert main(["apply", str(path), *cli_flags]) == EXIT_REFUSED
     err = capsys.readouterr().err
     assert "table.include.list" in err and "public.no_such_table_x does not exist" in err
     assert name not in connect.list_connectors()
@@ -73,6 +77,7 @@ def test_misspelled_option_is_named_and_nothing_registered(
     connectors: ConnectorFactory,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    cli_flags: list[str],
 ) -> None:
     spec = connectors.spec(["public.cdc_heartbeat"], extra={"snapshot.mod": "initial"})
     with pytest.raises(ConnectorConfigInvalid) as invalid:
@@ -82,18 +87,18 @@ def test_misspelled_option_is_named_and_nothing_registered(
     path = write_spec(
         tmp_path, spec_doc(stack, spec.name, ["public.cdc_heartbeat"], extra={"snapshot.mod": "x"})
     )
-    assert main(["validate", str(path), "--json", *cli_flags(stack)]) == EXIT_REFUSED
+    assert main(["validate", str(path), "--json", *cli_flags]) == EXIT_REFUSED
     out = json.loads(capsys.readouterr().out)
     assert out["valid"] is False and out["errors"][0][0] == "snapshot.mod"
 
 
 def test_failed_task_makes_status_exit_non_zero(
-    stack: Any,
     pg: psycopg.Connection[tuple[Any, ...]],
     tables: list[str],
     connectors: ConnectorFactory,
     connect: ConnectClient,
     capsys: pytest.CaptureFixture[str],
+    cli_flags: list[str],
 ) -> None:
     """A record the connector cannot process fails its task: here an SMT extracting a field that the
     change envelope does not have (Connect throws DataException; errors.tolerance=none fails the task).
@@ -120,10 +125,10 @@ def test_failed_task_makes_status_exit_non_zero(
     with pytest.raises(ConnectorFailed, match="FAILED"):
         connect.wait_running(spec.name, timeout=5)
     capsys.readouterr()
-    assert main(["status", spec.name, *cli_flags(stack)]) == EXIT_FAILED
+    assert main(["status", spec.name, *cli_flags]) == EXIT_FAILED
     captured = capsys.readouterr()
     assert "FAILED" in captured.out and "failure trace" in captured.out
-    assert main(["status", spec.name, "--json", *cli_flags(stack)]) == EXIT_FAILED
+    assert main(["status", spec.name, "--json", *cli_flags]) == EXIT_FAILED
     doc = json.loads(capsys.readouterr().out)
     assert doc[0]["failed"] is True
 
@@ -139,30 +144,27 @@ def _table_with_a_row(pg: psycopg.Connection[tuple[Any, ...]], tables: list[str]
 @pytest.mark.parametrize("connector_format", ["avro"], indirect=True)
 def test_avro_records_with_an_unknown_schema_id_or_bad_bytes_are_named_and_skippable(
     stack: Any,
+    kafka: KafkaAccess,
     pg: psycopg.Connection[tuple[Any, ...]],
     tables: list[str],
     connectors: ConnectorFactory,
     capsys: pytest.CaptureFixture[str],
+    cli_flags: list[str],
 ) -> None:
     table = _table_with_a_row(pg, tables, "badavro")
     spec = connectors.start(connectors.spec([table]))
     topic = spec.topic_for(table)
-    [good] = read_topic(stack.kafka_bootstrap_servers, topic, until=lambda rs: len(rs) >= 1)
+    [good] = read_topic(kafka, topic, until=lambda rs: len(rs) >= 1)
     assert good.key is not None and good.value is not None and good.value[0] == 0
     unknown_id = good.value[:1] + (2**31 - 7).to_bytes(4, "big") + good.value[5:]
-    producer = Producer({"bootstrap.servers": stack.kafka_bootstrap_servers})
+    producer = kafka.producer()
     for value in (unknown_id, good.value[:12]):  # offsets 1 and 2
         producer.produce(topic, key=good.key, value=value)
     producer.flush(10)
     pg.execute(f"INSERT INTO {table} VALUES (2, 'two')")  # type: ignore[arg-type]  # offset 3
-    read_topic(stack.kafka_bootstrap_servers, topic, until=lambda rs: len(rs) >= 4)
+    read_topic(kafka, topic, until=lambda rs: len(rs) >= 4)
 
-    flags = [
-        "--bootstrap-servers",
-        stack.kafka_bootstrap_servers,
-        "--registry-url",
-        stack.schema_registry_url,
-    ]
+    flags = [*cli_flags, "--registry-url", stack.schema_registry_url]
     tail = ["tail", topic, "--from-beginning", "--idle-timeout", "3", *flags]
     capsys.readouterr()
     assert main(tail) == EXIT_REFUSED  # --on-error stop: the first bad record ends it, named
@@ -180,29 +182,18 @@ def test_avro_records_with_an_unknown_schema_id_or_bad_bytes_are_named_and_skipp
     assert "is unknown" in skipped[0]["error"] and "do not decode with writer schema" in skipped[1]["error"]
     # A registry that is away is no record's fault: tail stops as for any unreachable service.
     away = ["tail", topic, "--from-beginning", "--idle-timeout", "3", "--on-error", "skip"]
-    assert (
-        main(
-            [
-                *away,
-                "--bootstrap-servers",
-                stack.kafka_bootstrap_servers,
-                "--registry-url",
-                "http://127.0.0.1:9",
-            ]
-        )
-        == EXIT_UNAVAILABLE
-    )
+    assert main([*away, *cli_flags, "--registry-url", "http://127.0.0.1:9"]) == EXIT_UNAVAILABLE
     assert "did not answer" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("connector_format", ["avro"], indirect=True)
 def test_a_registry_the_connector_cannot_reach_fails_its_task_and_status_and_health_say_why(
-    stack: Any,
     pg: psycopg.Connection[tuple[Any, ...]],
     tables: list[str],
     connectors: ConnectorFactory,
     connect: ConnectClient,
     capsys: pytest.CaptureFixture[str],
+    cli_flags: list[str],
 ) -> None:
     """The shared registry keeps running: this connector is given a registry URL nothing answers at."""
     table = _table_with_a_row(pg, tables, "noreg")
@@ -217,9 +208,9 @@ def test_a_registry_the_connector_cannot_reach_fails_its_task_and_status_and_hea
 
     wait_until(status, lambda s: s is not None and s.failed, timeout=90)
     capsys.readouterr()
-    assert main(["status", spec.name, *cli_flags(stack)]) == EXIT_FAILED
+    assert main(["status", spec.name, *cli_flags]) == EXIT_FAILED
     assert "registry at http://127.0.0.1:9/apis/registry/v2" in capsys.readouterr().out
-    assert main(["health", spec.name, "--json", *cli_flags(stack)]) == EXIT_FAILED
+    assert main(["health", spec.name, "--json", *cli_flags]) == EXIT_FAILED
     warnings = json.loads(capsys.readouterr().out)["warnings"]
     assert any("FAILED" in w and "registry at http://127.0.0.1:9/apis/registry/v2" in w for w in warnings)
 
@@ -227,11 +218,13 @@ def test_a_registry_the_connector_cannot_reach_fails_its_task_and_status_and_hea
 @pytest.mark.parametrize("connector_format", ["avro"], indirect=True)
 def test_a_column_change_the_registry_rule_refuses_fails_the_task_and_status_names_the_column(
     stack: Any,
+    kafka: KafkaAccess,
     pg: psycopg.Connection[tuple[Any, ...]],
     tables: list[str],
     connectors: ConnectorFactory,
     connect: ConnectClient,
     capsys: pytest.CaptureFixture[str],
+    cli_flags: list[str],
 ) -> None:
     """An operator keeps the value subject BACKWARD compatible (consumers on the new schema read the
     old records); `v` going from text to integer breaks that, so the registry refuses the new schema,
@@ -239,7 +232,7 @@ def test_a_column_change_the_registry_rule_refuses_fails_the_task_and_status_nam
     table = _table_with_a_row(pg, tables, "compat")
     spec = connectors.start(connectors.spec([table]))
     topic = spec.topic_for(table)
-    read_topic(stack.kafka_bootstrap_servers, topic, until=lambda rs: len(rs) >= 1)
+    read_topic(kafka, topic, until=lambda rs: len(rs) >= 1)
     base = stack.schema_registry_url.split("/apis/")[0]
     httpx.post(
         f"{base}/apis/registry/v3/groups/default/artifacts/{topic}-value/rules",
@@ -250,7 +243,7 @@ def test_a_column_change_the_registry_rule_refuses_fails_the_task_and_status_nam
     pg.execute(f"INSERT INTO {table} VALUES (2, 2)")  # type: ignore[arg-type]
     wait_until(lambda: connect.status(spec.name), lambda s: s.failed, timeout=90)
     capsys.readouterr()
-    flags = [*cli_flags(stack), "--registry-url", stack.schema_registry_url]
+    flags = [*cli_flags, "--registry-url", stack.schema_registry_url]
     assert main(["status", spec.name, "--json", *flags]) == EXIT_FAILED
     [doc] = json.loads(capsys.readouterr().out)
     assert "refused the table's new schema under the subject's compatibility rule" in doc["cause"]
@@ -260,7 +253,7 @@ def test_a_column_change_the_registry_rule_refuses_fails_the_task_and_status_nam
     assert any("FAILED" in w and "v TEXT -> INT4" in w for w in warnings)
     # the row written after the change is held back (Connect retries it after a restart), not lost
     # and not written under a schema the rule refused
-    probe = Consumer({"bootstrap.servers": stack.kafka_bootstrap_servers, "group.id": unique("ends")})
+    probe = kafka.consumer(**{"group.id": unique("ends")})
     try:
         assert probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 1)
     finally:
@@ -281,16 +274,21 @@ def test_preflight_logs_in_with_the_connectors_tls_mode_and_names_it_when_refuse
 
 
 def test_a_replication_factor_beyond_the_live_brokers_is_refused_before_anything_is_registered(
-    stack: Any, connect: ConnectClient, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    stack: Any,
+    kafka: KafkaAccess,
+    connect: ConnectClient,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    cli_flags: list[str],
 ) -> None:
-    brokers = live_brokers(stack.kafka_bootstrap_servers)
+    brokers = live_brokers(kafka.bootstrap_servers, client_config=kafka.client_config)
     name = unique("rf").replace("_", "-")
     doc = spec_doc(stack, name, ["public.cdc_heartbeat"], topics={"replication_factor": brokers + 1})
     path = write_spec(tmp_path, doc)
-    assert main(["apply", str(path), *cli_flags(stack)]) == EXIT_REFUSED
+    assert main(["apply", str(path), *cli_flags]) == EXIT_REFUSED
     err = capsys.readouterr().err
     assert f"topics.replication_factor={brokers + 1}" in err and f"the {brokers} broker(s) alive" in err
     assert name not in connect.list_connectors()
-    assert main(["validate", str(path), "--json", *cli_flags(stack)]) == EXIT_REFUSED
+    assert main(["validate", str(path), "--json", *cli_flags]) == EXIT_REFUSED
     out = json.loads(capsys.readouterr().out)
     assert [f for f, _ in out["errors"] if f == "topics.replication_factor"] == ["topics.replication_factor"]

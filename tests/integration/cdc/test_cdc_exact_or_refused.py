@@ -12,7 +12,7 @@ from uuid import UUID
 
 import psycopg
 import pytest
-from cdc_helpers import RECORD_FORMATS, decode_all, read_topic, unique
+from cdc_helpers import RECORD_FORMATS, KafkaAccess, decode_all, read_topic, unique
 
 from cdc.change_event import ChangeEvent, decode_record
 from cdc.cli import EXIT_FAILED, EXIT_REFUSED, main
@@ -63,7 +63,10 @@ def _create(pg: psycopg.Connection[tuple[Any, ...]], tables: list[str], t: str, 
 
 @pytest.mark.parametrize("connector_format", RECORD_FORMATS, indirect=True)
 def test_wide_types_arrive_exactly_from_snapshot_and_stream(
-    stack: Any, pg: psycopg.Connection[tuple[Any, ...]], tables: list[str], connectors: ConnectorFactory
+    kafka: KafkaAccess,
+    pg: psycopg.Connection[tuple[Any, ...]],
+    tables: list[str],
+    connectors: ConnectorFactory,
 ) -> None:
     t = unique("exact")
     table = _create(pg, tables, t, ", ".join(f"{c} {ty.format(t=t)}" for c, ty, _, _ in EXACT))
@@ -71,7 +74,7 @@ def test_wide_types_arrive_exactly_from_snapshot_and_stream(
     pg.execute(insert.replace("%s", "1"))  # type: ignore[arg-type]
     spec = connectors.start(connectors.spec([table]))
     pg.execute(insert.replace("%s", "2"))  # type: ignore[arg-type]
-    records = read_topic(stack.kafka_bootstrap_servers, spec.topic_for(table), until=lambda rs: len(rs) >= 2)
+    records = read_topic(kafka, spec.topic_for(table), until=lambda rs: len(rs) >= 2)
     rows = {
         i.after["id"]: i
         for i in decode_all(records, connectors.schemas)
@@ -99,10 +102,12 @@ REFUSED = [
 @pytest.mark.parametrize("connector_format", RECORD_FORMATS, indirect=True)
 def test_values_that_cannot_be_exact_are_refused_by_name_and_others_still_decode(
     stack: Any,
+    kafka: KafkaAccess,
     pg: psycopg.Connection[tuple[Any, ...]],
     tables: list[str],
     connectors: ConnectorFactory,
     capsys: pytest.CaptureFixture[str],
+    cli_flags: list[str],
 ) -> None:
     t = unique("refuse")
     table = _create(pg, tables, t, ", ".join(f"{c} {ty}" for c, ty, _ in REFUSED))
@@ -112,7 +117,7 @@ def test_values_that_cannot_be_exact_are_refused_by_name_and_others_still_decode
         pg.execute(f"INSERT INTO {table} (id, {column}) VALUES ({n}, {literal})")  # type: ignore[arg-type]
     pg.execute(f"INSERT INTO {table} (id) VALUES (100)")  # type: ignore[arg-type]
     topic = spec.topic_for(table)
-    records = read_topic(stack.kafka_bootstrap_servers, topic, until=lambda rs: len(rs) >= len(REFUSED) + 1)
+    records = read_topic(kafka, topic, until=lambda rs: len(rs) >= len(REFUSED) + 1)
     refused: dict[str, ChangeEventDecodeError] = {}
     decoded = []
     for r in records:
@@ -138,12 +143,7 @@ def test_values_that_cannot_be_exact_are_refused_by_name_and_others_still_decode
     assert "multi-dimensional" in str(refused["grid"])
     assert [e.after["id"] for e in decoded if isinstance(e, ChangeEvent) and e.after] == [100]
 
-    flags = [
-        "--bootstrap-servers",
-        stack.kafka_bootstrap_servers,
-        "--registry-url",
-        stack.schema_registry_url,
-    ]
+    flags = [*cli_flags, "--registry-url", stack.schema_registry_url]
     capsys.readouterr()
     assert main(["tail", topic, "--from-beginning", "--idle-timeout", "3", *flags]) == EXIT_REFUSED
     stopped = capsys.readouterr()
@@ -158,7 +158,10 @@ def test_values_that_cannot_be_exact_are_refused_by_name_and_others_still_decode
 
 
 def test_a_16_mb_row_is_carried_and_the_connector_keeps_running(
-    stack: Any, pg: psycopg.Connection[tuple[Any, ...]], tables: list[str], connectors: ConnectorFactory
+    kafka: KafkaAccess,
+    pg: psycopg.Connection[tuple[Any, ...]],
+    tables: list[str],
+    connectors: ConnectorFactory,
 ) -> None:
     table = f"public.{unique('big')}"
     tables.append(f"table:{table}")
@@ -169,9 +172,7 @@ def test_a_16_mb_row_is_carried_and_the_connector_keeps_running(
     blob = bytes(range(256)) * ((12 << 20) // 256)  # 16 MiB once base64'd into the JSON record
     pg.execute(f"INSERT INTO {table} VALUES (2, NULL, %s)", (blob,))  # type: ignore[arg-type]
     pg.execute(f"INSERT INTO {table} VALUES (3, 'small', NULL)")  # type: ignore[arg-type]
-    records = read_topic(
-        stack.kafka_bootstrap_servers, spec.topic_for(table), until=lambda rs: len(rs) >= 3, timeout=120
-    )
+    records = read_topic(kafka, spec.topic_for(table), until=lambda rs: len(rs) >= 3, timeout=120)
     assert max(len(r.value or b"") for r in records) > 16 << 20
     rows = {e.after["id"]: e.after for e in decode_all(records) if isinstance(e, ChangeEvent) and e.after}
     assert rows[1]["body"] == body and rows[2]["blob"] == blob and rows[3]["body"] == "small"
@@ -180,11 +181,12 @@ def test_a_16_mb_row_is_carried_and_the_connector_keeps_running(
 
 
 def test_a_row_over_the_limit_is_set_aside_and_every_other_row_still_flows(
-    stack: Any,
+    kafka: KafkaAccess,
     pg: psycopg.Connection[tuple[Any, ...]],
     tables: list[str],
     connectors: ConnectorFactory,
     capsys: pytest.CaptureFixture[str],
+    cli_flags: list[str],
 ) -> None:
     big, other = f"public.{unique('over')}", f"public.{unique('other')}"
     tables.extend([f"table:{big}", f"table:{other}"])
@@ -199,17 +201,16 @@ def test_a_row_over_the_limit_is_set_aside_and_every_other_row_still_flows(
     pg.execute(f"INSERT INTO {big} VALUES (2, %s)", ("x" * (2 << 20),))  # type: ignore[arg-type]
     pg.execute(f"INSERT INTO {big} VALUES (3, 'after')")  # type: ignore[arg-type]
     pg.execute(f"INSERT INTO {other} VALUES (1, 'other table')")  # type: ignore[arg-type]
-    bootstrap = stack.kafka_bootstrap_servers
-    rows = decode_all(read_topic(bootstrap, spec.topic_for(big), until=lambda rs: len(rs) >= 2))
+    rows = decode_all(read_topic(kafka, spec.topic_for(big), until=lambda rs: len(rs) >= 2))
     assert [
         (e.after["id"], len(e.after["body"])) for e in rows if isinstance(e, ChangeEvent) and e.after
     ] == [
         (1, len(near)),
         (3, 5),
     ]
-    assert len(read_topic(bootstrap, spec.topic_for(other), until=lambda rs: len(rs) >= 1)) == 1
+    assert len(read_topic(kafka, spec.topic_for(other), until=lambda rs: len(rs) >= 1)) == 1
     assert spec.oversize_topic is not None
-    [marker] = read_topic(bootstrap, spec.oversize_topic, until=lambda rs: len(rs) >= 1)
+    [marker] = read_topic(kafka, spec.oversize_topic, until=lambda rs: len(rs) >= 1)
     doc = json.loads(marker.value or b"")["payload"]
     assert doc["source_topic"] == spec.topic_for(big) and doc["max_bytes"] == limit
     assert doc["size_bytes"] > 2 << 20 and doc["op"] == "c" and doc["source"]["table"] == big.split(".")[1]
@@ -217,16 +218,8 @@ def test_a_row_over_the_limit_is_set_aside_and_every_other_row_still_flows(
     status = connectors.connect.status(spec.name)
     assert status.running and all(task.state == "RUNNING" for task in status.tasks)
 
-    flags = [
-        "--connect-url",
-        stack.kafka_connect_url,
-        "--bootstrap-servers",
-        bootstrap,
-        "--pg-dsn",
-        stack.pg_dsn,
-    ]
     capsys.readouterr()
-    assert main(["health", spec.name, "--json", *flags]) == EXIT_FAILED
+    assert main(["health", spec.name, "--json", *cli_flags]) == EXIT_FAILED
     report = json.loads(capsys.readouterr().out)
     assert report["connectors"][0]["oversize_records"] == 1
     assert any("1 change record(s) over topics.max_message_bytes" in w for w in report["warnings"])

@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_helpers import decode_all, read_topic, unique
+from cdc_helpers import KafkaAccess, decode_all, read_topic, unique
 
 from cdc.change_event import ChangeEvent
 from cdc.cli import EXIT_OK, EXIT_REFUSED, main
@@ -152,21 +152,22 @@ def test_cli_validate_shows_warnings_and_refuses_refused_columns(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
+    cli_flags: list[str],
 ) -> None:
     monkeypatch.setenv("COLUMNS", "300")  # rich tables as wide as their text, so lines stay whole
-    flags = ["--connect-url", stack.kafka_connect_url, "--pg-dsn", stack.pg_dsn]
     warned = _create(pg, tables, "pfcliw", "c_at timetz")
     refused = _create(pg, tables, "pfclir", "c_at timetz, c_box box")
     # A heartbeat table whose name is part of the refused table's: its absence is forgiven, not the box.
     heartbeat = refused[: len("public.pfclir")]
 
-    assert main(["validate", str(_spec_file(stack, tmp_path, warned, heartbeat)), *flags]) == EXIT_OK
+    assert main(["validate", str(_spec_file(stack, tmp_path, warned, heartbeat)), *cli_flags]) == EXIT_OK
     out = capsys.readouterr().out
     assert "pre-flight warnings" in out and "c_at" in out and "time with time zone" in out
     assert "CHECK (c_at::time < '24:00:00')" in out and "is valid" in out
 
     assert (
-        main(["validate", str(_spec_file(stack, tmp_path, warned, heartbeat)), "--json", *flags]) == EXIT_OK
+        main(["validate", str(_spec_file(stack, tmp_path, warned, heartbeat)), "--json", *cli_flags])
+        == EXIT_OK
     )
     doc = json.loads(capsys.readouterr().out)
     assert doc["valid"] is True and doc["errors"] == []
@@ -174,11 +175,13 @@ def test_cli_validate_shows_warnings_and_refuses_refused_columns(
     assert (warning["table"], warning["column"], warning["level"]) == (warned, "c_at", "warn")
     assert warning["problem"] and warning["workaround"]
 
-    assert main(["validate", str(_spec_file(stack, tmp_path, refused, heartbeat)), *flags]) == EXIT_REFUSED
+    assert (
+        main(["validate", str(_spec_file(stack, tmp_path, refused, heartbeat)), *cli_flags]) == EXIT_REFUSED
+    )
     out = capsys.readouterr().out
     assert f"{refused}.c_box" in out and "is invalid" in out and "pre-flight warnings" in out
     assert (
-        main(["validate", str(_spec_file(stack, tmp_path, refused, heartbeat)), "--json", *flags])
+        main(["validate", str(_spec_file(stack, tmp_path, refused, heartbeat)), "--json", *cli_flags])
         == EXIT_REFUSED
     )
     doc = json.loads(capsys.readouterr().out)
@@ -189,7 +192,7 @@ def test_cli_validate_shows_warnings_and_refuses_refused_columns(
     own_heartbeat = f"public.{unique('pfhb')}"
     tables.append(f"table:{own_heartbeat}")  # apply creates it before checking
     spec_path = _spec_file(stack, tmp_path, refused, own_heartbeat)
-    assert main(["apply", str(spec_path), *flags]) == EXIT_REFUSED
+    assert main(["apply", str(spec_path), *cli_flags]) == EXIT_REFUSED
     captured = capsys.readouterr()
     assert (
         "c_at" in captured.out
@@ -200,7 +203,7 @@ def test_cli_validate_shows_warnings_and_refuses_refused_columns(
 
 
 def test_money_formatted_for_another_locale_is_refused_until_the_connector_role_uses_c(
-    stack: Any, pg: Pg, tables: list[str], connectors: ConnectorFactory
+    stack: Any, kafka: KafkaAccess, pg: Pg, tables: list[str], connectors: ConnectorFactory
 ) -> None:
     """Debezium parses money text by dropping one symbol and the commas: under de_DE ("1.234,50 €")
     its task failed on the first value (measured), so pre-flight refuses; the role setting fixes it."""
@@ -222,7 +225,7 @@ def test_money_formatted_for_another_locale_is_refused_until_the_connector_role_
         connectors.start(spec)
         pg.execute(f"INSERT INTO {table} VALUES (3, 98765.43)")
         topic = spec.topic_for(table)
-        rows = decode_all(read_topic(stack.kafka_bootstrap_servers, topic, until=lambda rs: len(rs) >= 3))
+        rows = decode_all(read_topic(kafka, topic, until=lambda rs: len(rs) >= 3))
         amounts = {e.after["id"]: e.after["amount"] for e in rows if isinstance(e, ChangeEvent) and e.after}
         assert amounts == {1: Decimal("1234.50"), 2: Decimal("-0.01"), 3: Decimal("98765.43")}
     finally:

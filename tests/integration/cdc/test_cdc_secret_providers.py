@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_helpers import cli_flags, read_topic, spec_doc, unique, write_spec
+from cdc_helpers import KafkaAccess, read_topic, spec_doc, unique, write_spec
 
 from cdc.cli import EXIT_OK, EXIT_REFUSED, main
 from cdc.connect_client import ConnectClient
@@ -41,7 +41,14 @@ def source_table(pg: psycopg.Connection[tuple[Any, ...]], tables: list[str]) -> 
 
 
 def test_a_file_password_reaches_connect_as_a_placeholder_and_the_connector_runs(
-    stack: Any, source_table: str, connect: ConnectClient, tmp_path: Path, capsys: Any, monkeypatch: Any
+    stack: Any,
+    kafka: KafkaAccess,
+    cli_flags: list[str],
+    source_table: str,
+    connect: ConnectClient,
+    tmp_path: Path,
+    capsys: Any,
+    monkeypatch: Any,
 ) -> None:
     table = source_table
     secrets = tmp_path / "pg.properties"  # tmp_path: readable by the worker, a process of this user
@@ -61,9 +68,8 @@ def test_a_file_password_reaches_connect_as_a_placeholder_and_the_connector_runs
         return real_connect(*args, **kwargs)
 
     monkeypatch.setattr(psycopg, "connect", spy)
-    flags = cli_flags(stack)
     try:
-        assert main(["apply", str(spec_path), "--json", *flags]) == EXIT_OK, capsys.readouterr().err
+        assert main(["apply", str(spec_path), "--json", *cli_flags]) == EXIT_OK, capsys.readouterr().err
         out, err = capsys.readouterr()
         assert json.loads(out)["result"] == "created"
         assert SECRET not in out + err
@@ -75,10 +81,10 @@ def test_a_file_password_reaches_connect_as_a_placeholder_and_the_connector_runs
         assert stored["database.user"] == f"${{file:{secrets}:user}}"
         assert SECRET not in json.dumps(stored)
         topic = f"{name.replace('-', '_')}.{table}"
-        rows = read_topic(stack.kafka_bootstrap_servers, topic, until=lambda got: len(got) >= 2, timeout=90)
+        rows = read_topic(kafka, topic, until=lambda got: len(got) >= 2, timeout=90)
         assert len(rows) >= 2  # the worker resolved the file: the placeholder user could not log in
     finally:
-        assert main(["delete", name, "--drop-slot", *flags]) == EXIT_OK
+        assert main(["delete", name, "--drop-slot", *cli_flags]) == EXIT_OK
     assert name not in connect.list_connectors()
 
 
@@ -96,6 +102,7 @@ def test_an_unresolvable_placeholder_is_refused_before_connect_sees_it(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
+    cli_flags: list[str],
     password: Any,
     expected: str,
 ) -> None:
@@ -110,7 +117,7 @@ def test_an_unresolvable_placeholder_is_refused_before_connect_sees_it(
     doc["database"]["password"] = password
     spec_path = write_spec(tmp_path, doc)
     for command in ("apply", "validate"):
-        assert main([command, str(spec_path), *cli_flags(stack)]) == EXIT_REFUSED
+        assert main([command, str(spec_path), *cli_flags]) == EXIT_REFUSED
         out, err = capsys.readouterr()
         assert "database.password" in err and expected.format(file=secrets) in err
         assert SECRET not in out + err

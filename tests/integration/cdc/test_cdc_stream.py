@@ -10,8 +10,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_helpers import RECORD_FORMATS, decode_all, read_topic, unique
-from confluent_kafka.admin import AdminClient, ConfigResource
+from cdc_helpers import RECORD_FORMATS, KafkaAccess, decode_all, read_topic, unique
+from confluent_kafka.admin import ConfigResource
 
 from cdc.change_event import ChangeEvent, Op, Tombstone
 from cdc.connect_client import ConnectClient
@@ -30,15 +30,15 @@ def _table_state(pg: Conn, table: str) -> dict[tuple[Any, ...], dict[str, Any]]:
     return {(row[0],): dict(zip(names, row, strict=True)) for row in cur.fetchall()}
 
 
-def _fold_equals(pg: Conn, table: str, bootstrap: str, topic: str) -> dict[tuple[Any, ...], Any]:
+def _fold_equals(pg: Conn, table: str, kafka: KafkaAccess, topic: str) -> dict[tuple[Any, ...], Any]:
     """Read the topic until its fold equals the table (bounded); return the fold."""
     expected = _table_state(pg, table)
-    records = read_topic(bootstrap, topic, until=lambda rs: fold(decode_all(rs)) == expected, timeout=60)
+    records = read_topic(kafka, topic, until=lambda rs: fold(decode_all(rs)) == expected, timeout=60)
     return fold(decode_all(records))
 
 
 def test_snapshot_then_changes_fold_to_the_table(
-    stack: Any, pg: Conn, tables: list[str], connectors: ConnectorFactory, connect: ConnectClient
+    kafka: KafkaAccess, pg: Conn, tables: list[str], connectors: ConnectorFactory, connect: ConnectClient
 ) -> None:
     table = f"public.{unique('orders')}"
     tables.append(f"table:{table}")
@@ -48,22 +48,22 @@ def test_snapshot_then_changes_fold_to_the_table(
     connect.wait_snapshot_complete(spec.name, timeout=60)
     topic = spec.topic_for(table)
 
-    snap = read_topic(stack.kafka_bootstrap_servers, topic, until=lambda rs: len(rs) >= 5)
+    snap = read_topic(kafka, topic, until=lambda rs: len(rs) >= 5)
     assert {e.op for e in decode_all(snap) if isinstance(e, ChangeEvent)} == {Op.READ}
 
     pg.execute(f"INSERT INTO {table} VALUES (6, 'new', 1)")  # type: ignore[arg-type]
     pg.execute(f"UPDATE {table} SET qty = qty * 10 WHERE id IN (1, 6)")  # type: ignore[arg-type]
     pg.execute(f"DELETE FROM {table} WHERE id IN (2, 3)")  # type: ignore[arg-type]
-    state = _fold_equals(pg, table, stack.kafka_bootstrap_servers, topic)
+    state = _fold_equals(pg, table, kafka, topic)
     assert sorted(state) == [(1,), (4,), (5,), (6,)] and state[(6,)]["qty"] == 10
 
-    items = decode_all(read_topic(stack.kafka_bootstrap_servers, topic, until=lambda rs: len(rs) >= 12))
+    items = decode_all(read_topic(kafka, topic, until=lambda rs: len(rs) >= 12))
     ops = [i.op if isinstance(i, ChangeEvent) else "tombstone" for i in items]
     assert ops.count(Op.CREATE) == 1 and ops.count(Op.UPDATE) == 2 and ops.count(Op.DELETE) == 2
     deleted = [i.key for i in items if isinstance(i, Tombstone)]
     assert deleted == [{"id": 2}, {"id": 3}]
 
-    admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap_servers})
+    admin = kafka.admin()
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     config = admin.describe_configs([resource])[resource].result(timeout=10)
     assert config["cleanup.policy"].value == "compact"
@@ -71,7 +71,7 @@ def test_snapshot_then_changes_fold_to_the_table(
 
 @pytest.mark.parametrize("connector_format", RECORD_FORMATS, indirect=True)
 def test_toast_column_not_touched_is_unchanged(
-    stack: Any, pg: Conn, tables: list[str], connectors: ConnectorFactory
+    kafka: KafkaAccess, pg: Conn, tables: list[str], connectors: ConnectorFactory
 ) -> None:
     table = f"public.{unique('toast')}"
     tables.append(f"table:{table}")
@@ -82,7 +82,7 @@ def test_toast_column_not_touched_is_unchanged(
     pg.execute(f"INSERT INTO {table} VALUES (1, %s, 1)", (body,))  # type: ignore[arg-type]
     pg.execute(f"UPDATE {table} SET n = 2 WHERE id = 1")  # type: ignore[arg-type]
     items = decode_all(
-        read_topic(stack.kafka_bootstrap_servers, spec.topic_for(table), until=lambda rs: len(rs) >= 2),
+        read_topic(kafka, spec.topic_for(table), until=lambda rs: len(rs) >= 2),
         connectors.schemas,
     )
     update = items[-1]
@@ -93,7 +93,7 @@ def test_toast_column_not_touched_is_unchanged(
 
 @pytest.mark.parametrize("connector_format", RECORD_FORMATS, indirect=True)
 def test_schema_change_while_running(
-    stack: Any,
+    kafka: KafkaAccess,
     pg: Conn,
     tables: list[str],
     connectors: ConnectorFactory,
@@ -110,7 +110,7 @@ def test_schema_change_while_running(
     pg.execute(f"INSERT INTO {table} VALUES (2, 'two', 2, 2.50)")  # type: ignore[arg-type]
     pg.execute(f"ALTER TABLE {table} DROP COLUMN b")  # type: ignore[arg-type]
     pg.execute(f"UPDATE {table} SET a = 'uno' WHERE id = 1")  # type: ignore[arg-type]
-    records = read_topic(stack.kafka_bootstrap_servers, topic, until=lambda rs: len(rs) >= 3)
+    records = read_topic(kafka, topic, until=lambda rs: len(rs) >= 3)
     items = decode_all(records, connectors.schemas)
     shapes = [tuple(i.after) for i in items if isinstance(i, ChangeEvent) and i.after is not None]
     assert shapes == [("id", "a", "b"), ("id", "a", "b", "c"), ("id", "a", "c")]
@@ -139,6 +139,7 @@ def _burst(pg: Conn, table: str, start: int, count: int = 50, pause_s: float = 0
 
 def test_connect_worker_kill_9_mid_stream_loses_nothing(
     stack: Any,
+    kafka: KafkaAccess,
     pg: Conn,
     tables: list[str],
     connectors: ConnectorFactory,
@@ -164,12 +165,12 @@ def test_connect_worker_kill_9_mid_stream_loses_nothing(
     stack_faults.recover()
     connect.wait_running(spec.name, timeout=90)
     _burst(pg, table, 300)
-    state = _fold_equals(pg, table, stack.kafka_bootstrap_servers, spec.topic_for(table))
+    state = _fold_equals(pg, table, kafka, spec.topic_for(table))
     assert len(state) == len(_table_state(pg, table)) > 0
 
 
 def test_connector_and_task_restart_lose_nothing(
-    stack: Any, pg: Conn, tables: list[str], connectors: ConnectorFactory, connect: ConnectClient
+    kafka: KafkaAccess, pg: Conn, tables: list[str], connectors: ConnectorFactory, connect: ConnectClient
 ) -> None:
     """Restart the connector (with tasks) and then one task mid-stream; the fold stays exact.
 
@@ -189,5 +190,5 @@ def test_connector_and_task_restart_lose_nothing(
     _burst(pg, table, 100)
     connect.wait_running(spec.name, timeout=60)
     _burst(pg, table, 150)
-    state = _fold_equals(pg, table, stack.kafka_bootstrap_servers, topic)
+    state = _fold_equals(pg, table, kafka, topic)
     assert len(state) == len(_table_state(pg, table)) > 0

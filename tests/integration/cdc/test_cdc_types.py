@@ -6,7 +6,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_helpers import RECORD_FORMATS, decode_all, read_topic
+from cdc_helpers import RECORD_FORMATS, KafkaAccess, decode_all, read_topic
 from cdc_torture import mismatches, torture_table
 
 from devstack.connectors import ConnectorFactory
@@ -16,12 +16,15 @@ pytestmark = pytest.mark.integration
 
 @pytest.mark.parametrize("connector_format", RECORD_FORMATS, indirect=True)
 def test_type_torture_round_trips(
-    stack: Any, pg: psycopg.Connection[tuple[Any, ...]], tables: list[str], connectors: ConnectorFactory
+    kafka: KafkaAccess,
+    pg: psycopg.Connection[tuple[Any, ...]],
+    tables: list[str],
+    connectors: ConnectorFactory,
 ) -> None:
     table, expected = torture_table(pg, tables)
     spec = connectors.start(connectors.spec([table]))
     items = decode_all(
-        read_topic(stack.kafka_bootstrap_servers, spec.topic_for(table), until=lambda rs: len(rs) >= 4),
+        read_topic(kafka, spec.topic_for(table), until=lambda rs: len(rs) >= 4),
         connectors.schemas,
     )
     assert mismatches(expected, items) == []

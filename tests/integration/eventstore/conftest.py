@@ -21,20 +21,30 @@ from shop.order import ORDER
 TXN_TIMEOUT_MS = 10_000
 
 
-@pytest.fixture
-def store(stack: Any, kafka_security: SecureKafka | None) -> StoreConfig:
-    """A fresh store, its Kafka clients at the stack's SASL_SSL listener where it has one
-    (tests/conftest.py)."""
+@pytest.fixture(scope="session")
+def store_config(stack: Any, kafka_security: SecureKafka | None) -> Callable[..., StoreConfig]:
+    """`store_config(prefix, **settings)`: the config of a store named `<prefix>-<uuid>` on the stack's
+    registry, its Kafka clients at the stack's SASL_SSL listener where it has one (tests/conftest.py),
+    else over PLAINTEXT. Nothing is created."""
     secured = kafka_security
-    config = StoreConfig(
-        name=f"es-it-{uuid.uuid4().hex[:8]}",
-        bootstrap_servers=secured.bootstrap_servers if secured else stack.kafka_bootstrap_servers,
-        kafka_client=secured.client_config if secured else KafkaClientConfig(),
-        schema_registry_url=stack.schema_registry_url,
-        partitions=3,
-        snapshot_every=5,
-        transaction_timeout_ms=TXN_TIMEOUT_MS,
-        reply_timeout_s=60,
+
+    def make(prefix: str, **settings: Any) -> StoreConfig:
+        return StoreConfig(
+            name=f"{prefix}-{uuid.uuid4().hex[:8]}",
+            bootstrap_servers=secured.bootstrap_servers if secured else stack.kafka_bootstrap_servers,
+            kafka_client=secured.client_config if secured else KafkaClientConfig(),
+            schema_registry_url=stack.schema_registry_url,
+            **settings,
+        )
+
+    return make
+
+
+@pytest.fixture
+def store(store_config: Callable[..., StoreConfig]) -> StoreConfig:
+    """A fresh store (topics and subjects), its Kafka clients as `store_config` gives them."""
+    config = store_config(
+        "es-it", partitions=3, snapshot_every=5, transaction_timeout_ms=TXN_TIMEOUT_MS, reply_timeout_s=60
     )
     EventStore(config, ORDER).init()
     return config

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -15,6 +15,7 @@ from es_helpers import cli_env, in_process_cli
 
 from eventstore import EventStore, StoreConfig
 from eventstore.cli import main
+from kafkakit.clients import make_admin
 from kafkakit.replication import live_brokers
 from shop import order as o
 
@@ -44,13 +45,14 @@ def run(capsys: Any, config: StoreConfig, *argv: str) -> tuple[int, list[Any]]:
     return code, [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
 
 
-def test_init_creates_topics_with_their_retention_and_registers_schemas(stack: Any, capsys: Any) -> None:
-    config = StoreConfig(
-        name=f"es-cli-{uuid.uuid4().hex[:8]}",
-        bootstrap_servers=stack.kafka_bootstrap_servers,
-        schema_registry_url=stack.schema_registry_url,
-        partitions=2,
-    )
+def admin_of(config: StoreConfig) -> AdminClient:
+    return make_admin({"bootstrap.servers": config.bootstrap_servers}, client_config=config.kafka_client)
+
+
+def test_init_creates_topics_with_their_retention_and_registers_schemas(
+    store_config: Callable[..., StoreConfig], capsys: Any
+) -> None:
+    config = store_config("es-cli", partitions=2)
     code, [report] = run(capsys, config, "init")
     assert code == 0
     assert report["topics"] == {
@@ -63,7 +65,7 @@ def test_init_creates_topics_with_their_retention_and_registers_schemas(stack: A
     assert {s["status"] for s in report["schemas"]} == {"new"}
     assert {s["record_type"] for s in report["schemas"]} == {*o.ORDER.record_types(), "eventstore.outcome"}
 
-    admin = AdminClient({"bootstrap.servers": config.bootstrap_servers})
+    admin = admin_of(config)
     resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in report["topics"]]
     described = {r.name: f.result(timeout=30) for r, f in admin.describe_configs(resources).items()}
     events = described[config.events_topic]
@@ -131,12 +133,8 @@ def test_execute_read_and_subscribe(store: StoreConfig, start_processor: Any, ca
     assert code == 0 and tail == []
 
 
-def test_schemas_list_check_register(stack: Any, capsys: Any) -> None:
-    config = StoreConfig(
-        name=f"es-cli-{uuid.uuid4().hex[:8]}",
-        bootstrap_servers=stack.kafka_bootstrap_servers,
-        schema_registry_url=stack.schema_registry_url,
-    )
+def test_schemas_list_check_register(store_config: Callable[..., StoreConfig], capsys: Any) -> None:
+    config = store_config("es-cli")
     code, [listed] = run(capsys, config, "schemas", "list")
     assert code == 0 and {r["version"] for r in listed} == {"-"}  # nothing registered yet
     code, [checked] = run(capsys, config, "schemas", "check")
@@ -178,18 +176,14 @@ def test_console_script_exit_codes(store: StoreConfig) -> None:
 
 
 def test_init_refuses_a_replication_factor_beyond_the_live_brokers_and_creates_nothing(
-    stack: Any, capsys: Any
+    store_config: Callable[..., StoreConfig], capsys: Any
 ) -> None:
-    brokers = live_brokers(stack.kafka_bootstrap_servers)
-    config = StoreConfig(
-        name=f"es-rf-{uuid.uuid4().hex[:8]}",
-        bootstrap_servers=stack.kafka_bootstrap_servers,
-        schema_registry_url=stack.schema_registry_url,
-        partitions=2,
-    )
-    code = main(["init", *flags(config), "--replication-factor", str(brokers + 1)])
+    config = store_config("es-rf", partitions=2)
+    brokers = live_brokers(config.bootstrap_servers, client_config=config.kafka_client)
+    with in_process_cli(config):
+        code = main(["init", *flags(config), "--replication-factor", str(brokers + 1)])
     assert code != 0
     err = capsys.readouterr().err
     assert "--replication-factor" in err and f"the {brokers} broker(s) alive" in err
-    topics = AdminClient({"bootstrap.servers": stack.kafka_bootstrap_servers}).list_topics(timeout=30).topics
+    topics = admin_of(config).list_topics(timeout=30).topics
     assert not [t for t in topics if t.startswith(f"{config.name}.")]

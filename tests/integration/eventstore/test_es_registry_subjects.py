@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import io
 import json
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import Producer
 from es_helpers import in_process_cli
 from fastavro import schemaless_writer
 
@@ -23,6 +21,7 @@ from eventstore.registry import Registry
 from eventstore.schemas import Catalog, parse_text
 from eventstore.serde import H_STREAM, H_TYPE, H_VERSION, frame
 from eventstore.topics import ensure_topics, partition_for
+from kafkakit.clients import make_producer
 from shop import order as o
 
 pytestmark = pytest.mark.integration
@@ -73,13 +72,10 @@ def run_json(capsys: Any, config: StoreConfig, *argv: str) -> tuple[int, Any]:
     return code, json.loads(capsys.readouterr().out.splitlines()[-1])
 
 
-def test_a_fresh_init_registers_topic_record_name_subjects(stack: Any, capsys: Any) -> None:
-    config = StoreConfig(
-        name=f"es-new-{uuid.uuid4().hex[:8]}",
-        bootstrap_servers=stack.kafka_bootstrap_servers,
-        schema_registry_url=stack.schema_registry_url,
-        partitions=2,
-    )
+def test_a_fresh_init_registers_topic_record_name_subjects(
+    store_config: Callable[..., StoreConfig], capsys: Any
+) -> None:
+    config = store_config("es-new", partitions=2)
     try:
         code, report = run_json(capsys, config, "init")
         assert code == 0 and {s["status"] for s in report["schemas"]} == {"new"}
@@ -101,17 +97,11 @@ OLD_CREATED["fields"].append({"name": "channel", "type": "string"})  # dropped s
 
 
 @pytest.fixture
-def store(stack: Any) -> Iterator[StoreConfig]:
+def store(store_config: Callable[..., StoreConfig]) -> Iterator[StoreConfig]:
     """A store as the toolkit left it before: schemas under `<store>-<record type>` (order.created with
     two versions) and the event `order-old` v1 written with the older version's schema id."""
-    config = StoreConfig(
-        name=f"es-old-{uuid.uuid4().hex[:8]}",
-        bootstrap_servers=stack.kafka_bootstrap_servers,
-        schema_registry_url=stack.schema_registry_url,
-        partitions=3,
-        snapshot_every=5,
-        transaction_timeout_ms=10_000,
-        reply_timeout_s=60,
+    config = store_config(
+        "es-old", partitions=3, snapshot_every=5, transaction_timeout_ms=10_000, reply_timeout_s=60
     )
     ensure_topics(config)  # topics only: the facade's init() would register the new subjects
     registry = registry_of(config)
@@ -122,7 +112,9 @@ def store(stack: Any) -> Iterator[StoreConfig]:
     schemaless_writer(
         body, parse_text(json.dumps(OLD_CREATED)), {"order_id": "old", "customer_id": "c", "channel": "web"}
     )
-    producer = Producer({"bootstrap.servers": config.bootstrap_servers})
+    producer = make_producer(
+        {"bootstrap.servers": config.bootstrap_servers}, client_config=config.kafka_client
+    )
     producer.produce(
         config.events_topic,
         key=b"order-old",
