@@ -45,11 +45,15 @@ def encode_record(
 
 
 def header(name: str) -> Column:
-    """The UTF-8 value of Kafka header `name` (null if absent), from the source's `headers` column."""
+    """The UTF-8 value of the first Kafka header `name` (null if absent), from the source's `headers`
+    column. Found by position rather than a lambda `filter`: Spark cannot compile higher-order
+    functions, and one in a projection keeps the whole stage out of whole-stage code generation
+    (a decode of 1M events took 51 s that way)."""
     from pyspark.sql import functions as F
 
-    found = F.filter(F.col("headers"), lambda h: h["key"] == F.lit(name))
-    return F.when(F.size(found) > 0, found.getItem(0)["value"].cast("string"))
+    headers = F.col("headers")
+    at = F.array_position(headers.getField("key"), F.lit(name))  # 1-based; 0 when absent
+    return F.get(headers.getField("value"), (at - 1).cast("int")).cast("string")  # null outside
 
 
 def stream_id() -> Column:
