@@ -87,13 +87,10 @@ def refused_records(
 
     found = placed(spark, plan, view, ranges)
     reason = reported_refusal(view, F.timestamp_millis(F.col("_ts")))
-    refused = (
-        found.where(reason.isNotNull())
-        .select(
-            F.col("src_partition").alias("partition"),
-            F.col("src_offset").alias("offset"),
-            reason.alias("error"),
-        )
+    refused = found.where(reason.isNotNull()).select(
+        F.col("src_partition").alias("partition"),
+        F.col("src_offset").alias("offset"),
+        reason.alias("error"),
     )
     raw = raw_records(spark, plan, ranges).select("key", "value", "topic", "partition", "offset")
     return refused.join(raw, ["partition", "offset"])
