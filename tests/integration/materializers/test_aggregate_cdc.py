@@ -239,3 +239,5 @@ def test_a_row_refused_for_its_time_is_refused_once(
     letters = read_all(endpoints, plan.dlq_topic)
     assert sorted(int(dict(m.headers())["dlq-source-offset"]) for m in letters) == [end - 3, end - 2]
     assert all(b"no event time" in dict(m.headers())["dlq-error"] for m in letters)
+    check = verify_aggregate(spark, plan)
+    assert (check.difference_count, check.refused, check.counted_refused) == (0, 2, 2)
