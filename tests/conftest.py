@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from devstack.kafka_security import SecureKafka
+from devstack.kafka_security import KafkaAccess, SecureKafka
 from devstack.session import StackHandle
 
 
@@ -20,16 +20,17 @@ def stack(toolkit_stack: StackHandle) -> StackHandle:
 
 
 @pytest.fixture(scope="session")
-def kafka_security(request: pytest.FixtureRequest) -> SecureKafka | None:
-    """The stack's SASL_SSL listener where it has one (the local single-node stack), else None.
+def kafka(stack: StackHandle, request: pytest.FixtureRequest) -> KafkaAccess:
+    """How every suite reaches the stack's Kafka: its SASL_SSL listener where it has one (the local
+    single-node stack), else PLAINTEXT.
 
-    The package suites reach Kafka through it when there is one: every client, job and CLI run then
-    authenticates with SCRAM over TLS, as against a production cluster. Stacks without it (containers,
-    compose, the cluster topology) run the suites over PLAINTEXT. A local stack started before the
-    listener existed fails here (restart it), as `secure_kafka` does.
+    Every client, job and CLI run of the suites then authenticates with SCRAM over TLS, as against a
+    production cluster. Stacks without the listener (containers, compose, the cluster topology) run
+    the suites over PLAINTEXT. A local stack started before the listener existed fails here (restart
+    it), as `secure_kafka` does.
     """
     try:
-        found: SecureKafka = request.getfixturevalue("secure_kafka")
+        secured: SecureKafka | None = request.getfixturevalue("secure_kafka")
     except pytest.skip.Exception:
-        return None
-    return found
+        secured = None
+    return KafkaAccess(stack.kafka_bootstrap_servers, secured)

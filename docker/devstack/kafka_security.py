@@ -26,12 +26,17 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from devstack.errors import PrerequisiteMissing, StackError
 from kafkakit.client_config import KafkaClientConfig
-from kafkakit.clients import admin_client
+from kafkakit.clients import admin_client, make_admin, make_consumer, make_producer
 from kafkakit.java_client import jaas_config
 from kafkakit.settings import Endpoints
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient
 
 log = logging.getLogger(__name__)
 
@@ -220,3 +225,48 @@ class SecureKafka:
             "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap_servers,
             "KAFKA_CLIENT_CONFIG": str(self.client_config_file),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaAccess:
+    """How a test reaches a stack's Kafka: its SASL_SSL listener (`secured`) where it has one, as a
+    user of a production cluster would, else `plaintext_bootstrap_servers` over PLAINTEXT. Every
+    suite's clients, jobs and CLI runs take their address and security settings from here."""
+
+    plaintext_bootstrap_servers: str
+    secured: SecureKafka | None = None
+
+    @classmethod
+    def from_stack_env(cls, env: Mapping[str, str]) -> KafkaAccess:
+        """From a local stack's env file or a shell that sourced it (`source .stack/env`)."""
+        return cls(env["KAFKA_BOOTSTRAP_SERVERS"], SecureKafka.from_stack_env(env))
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.secured.bootstrap_servers if self.secured else self.plaintext_bootstrap_servers
+
+    @property
+    def client_config(self) -> KafkaClientConfig:
+        return self.secured.client_config if self.secured else KafkaClientConfig()
+
+    def endpoints(self, base: Endpoints) -> Endpoints:
+        """`base` with Kafka reached this way (the other services unchanged)."""
+        return self.secured.endpoints(base) if self.secured else base
+
+    def env(self) -> dict[str, str]:
+        """The variables that point a toolkit command at the same listener (KAFKA_CLIENT_CONFIG: the
+        CLIs take the client config from the environment only); none over PLAINTEXT."""
+        return self.secured.env() if self.secured else {}
+
+    def consumer(self, **settings: Any) -> Consumer:
+        return make_consumer(
+            {"bootstrap.servers": self.bootstrap_servers, **settings}, client_config=self.client_config
+        )
+
+    def producer(self, **settings: Any) -> Producer:
+        return make_producer(
+            {"bootstrap.servers": self.bootstrap_servers, **settings}, client_config=self.client_config
+        )
+
+    def admin(self) -> AdminClient:
+        return make_admin({"bootstrap.servers": self.bootstrap_servers}, client_config=self.client_config)

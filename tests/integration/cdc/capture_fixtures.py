@@ -24,12 +24,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-from cdc_helpers import KafkaAccess, RawRecord, pg, read_topic, unique
+from cdc_helpers import RawRecord, pg, read_topic, unique
 from cdc_torture import LARGE_BYTES, create_sql, insert_sql
 
 from cdc.connect_client import ConnectClient
 from cdc.registry_client import ccompat_url
 from devstack.connectors import ConnectorFactory
+from devstack.kafka_security import KafkaAccess
 
 FIXTURES = Path(__file__).resolve().parents[2] / "unit" / "cdc" / "fixtures"
 OUT = {"json": FIXTURES / "debezium_records.json", "avro": FIXTURES / "debezium_avro_records.json"}

@@ -10,22 +10,19 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import psycopg
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaException, TopicPartition
 
 from cdc.avro_records import SchemaLookup
 from cdc.change_event import ChangeEvent, Tombstone, decode_record
 from cdc.connector_spec import DatabaseSpec
-from devstack.kafka_security import SecureKafka
-from kafkakit.client_config import KafkaClientConfig
-from kafkakit.clients import make_admin, make_consumer, make_producer
+from devstack.kafka_security import KafkaAccess
 
 T = TypeVar("T")
 
@@ -57,46 +54,6 @@ class RawRecord:
     offset: int
     key: bytes | None
     value: bytes | None
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaAccess:
-    """How the tests reach the stack's Kafka: its SASL_SSL listener (`secured`) where it has one, as a
-    user of a production cluster would, else `plaintext_bootstrap_servers` over PLAINTEXT."""
-
-    plaintext_bootstrap_servers: str
-    secured: SecureKafka | None = None
-
-    @classmethod
-    def from_stack_env(cls, env: Mapping[str, str]) -> KafkaAccess:
-        """From a local stack's env file or a shell that sourced it (`source .stack/env`)."""
-        return cls(env["KAFKA_BOOTSTRAP_SERVERS"], SecureKafka.from_stack_env(env))
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return self.secured.bootstrap_servers if self.secured else self.plaintext_bootstrap_servers
-
-    @property
-    def client_config(self) -> KafkaClientConfig | None:
-        return self.secured.client_config if self.secured else None
-
-    def env(self) -> dict[str, str]:
-        """The variables that point a `cdc` CLI run at the same listener (KAFKA_CLIENT_CONFIG: the CLI
-        takes the client config from the environment only); none over PLAINTEXT."""
-        return self.secured.env() if self.secured else {}
-
-    def consumer(self, **settings: Any) -> Consumer:
-        return make_consumer(
-            {"bootstrap.servers": self.bootstrap_servers, **settings}, client_config=self.client_config
-        )
-
-    def producer(self, **settings: Any) -> Producer:
-        return make_producer(
-            {"bootstrap.servers": self.bootstrap_servers, **settings}, client_config=self.client_config
-        )
-
-    def admin(self) -> AdminClient:
-        return make_admin({"bootstrap.servers": self.bootstrap_servers}, client_config=self.client_config)
 
 
 def read_topic(

@@ -12,19 +12,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_helpers import KafkaAccess
 
 from cdc.connect_client import ConnectClient
 from devstack.connectors import ConnectorFactory
-from devstack.kafka_security import SecureKafka
+from devstack.kafka_security import KafkaAccess
 from devstack.session import StackHandle
-
-
-@pytest.fixture(scope="session")
-def kafka(stack: StackHandle, kafka_security: SecureKafka | None) -> KafkaAccess:
-    """The stack's Kafka at its SASL_SSL listener where it has one (tests/conftest.py), else PLAINTEXT:
-    for `read_topic` and every client a test builds (`kafka.consumer()`, `.producer()`, `.admin()`)."""
-    return KafkaAccess(stack.kafka_bootstrap_servers, kafka_security)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from cdc_helpers import KafkaAccess, read_topic, spec_doc, unique, wait_until, write_spec
+from cdc_helpers import read_topic, spec_doc, unique, wait_until, write_spec
 from confluent_kafka import TopicPartition
 
 from cdc.cli import EXIT_FAILED, EXIT_REFUSED, EXIT_UNAVAILABLE, main
@@ -20,6 +20,7 @@ from cdc.connector_spec import DatabaseSpec, RegistrySpec
 from cdc.errors import ConnectorConfigInvalid, ConnectorFailed, ConnectorNotFound, PreflightFailed
 from cdc.preflight import run_preflight
 from devstack.connectors import ConnectorFactory
+from devstack.kafka_security import KafkaAccess
 from kafkakit.replication import live_brokers
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_helpers import KafkaAccess, decode_all, read_topic, spec_doc, unique, write_spec
+from cdc_helpers import decode_all, read_topic, spec_doc, unique, write_spec
 from cdc_torture import mismatches, torture_table
 
 from cdc.cli import EXIT_OK, main
@@ -17,6 +17,7 @@ from cdc.connect_client import ConnectClient
 from cdc.connector_spec import AVRO_CONVERTER, RegistrySpec
 from cdc.registry_client import RegistryClient
 from cdc.render import event_json
+from devstack.kafka_security import KafkaAccess
 
 pytestmark = pytest.mark.integration
 

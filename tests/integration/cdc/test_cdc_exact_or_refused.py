@@ -12,13 +12,14 @@ from uuid import UUID
 
 import psycopg
 import pytest
-from cdc_helpers import RECORD_FORMATS, KafkaAccess, decode_all, read_topic, unique
+from cdc_helpers import RECORD_FORMATS, decode_all, read_topic, unique
 
 from cdc.change_event import ChangeEvent, decode_record
 from cdc.cli import EXIT_FAILED, EXIT_REFUSED, main
 from cdc.connector_spec import TopicSpec
 from cdc.errors import ChangeEventDecodeError
 from devstack.connectors import ConnectorFactory
+from devstack.kafka_security import KafkaAccess
 
 pytestmark = pytest.mark.integration
 

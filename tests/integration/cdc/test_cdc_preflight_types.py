@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_helpers import KafkaAccess, decode_all, read_topic, unique
+from cdc_helpers import decode_all, read_topic, unique
 
 from cdc.change_event import ChangeEvent
 from cdc.cli import EXIT_OK, EXIT_REFUSED, main
@@ -18,6 +18,7 @@ from cdc.connector_spec import DatabaseSpec
 from cdc.errors import PreflightFailed
 from cdc.preflight import examine, run_preflight
 from devstack.connectors import ConnectorFactory
+from devstack.kafka_security import KafkaAccess
 
 pytestmark = pytest.mark.integration
 

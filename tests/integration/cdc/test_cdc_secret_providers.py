@@ -19,11 +19,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_helpers import KafkaAccess, read_topic, spec_doc, unique, write_spec
+from cdc_helpers import read_topic, spec_doc, unique, write_spec
 
 from cdc.cli import EXIT_OK, EXIT_REFUSED, main
 from cdc.connect_client import ConnectClient
 from cdc.connector_spec import DatabaseSpec
+from devstack.kafka_security import KafkaAccess
 
 pytestmark = pytest.mark.integration
 

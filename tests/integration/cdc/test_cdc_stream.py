@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_helpers import RECORD_FORMATS, KafkaAccess, decode_all, read_topic, unique
+from cdc_helpers import RECORD_FORMATS, decode_all, read_topic, unique
 from confluent_kafka.admin import ConfigResource
 
 from cdc.change_event import ChangeEvent, Op, Tombstone
@@ -19,6 +19,7 @@ from cdc.fold import fold
 from cdc.values import UNCHANGED
 from devstack.connectors import ConnectorFactory
 from devstack.crash import StackFaults
+from devstack.kafka_security import KafkaAccess
 
 pytestmark = pytest.mark.integration
 Conn = psycopg.Connection[tuple[Any, ...]]

@@ -6,10 +6,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_helpers import RECORD_FORMATS, KafkaAccess, decode_all, read_topic
+from cdc_helpers import RECORD_FORMATS, decode_all, read_topic
 from cdc_torture import mismatches, torture_table
 
 from devstack.connectors import ConnectorFactory
+from devstack.kafka_security import KafkaAccess
 
 pytestmark = pytest.mark.integration
 

@@ -13,26 +13,24 @@ from typing import Any
 import pytest
 from es_helpers import cli_env
 
-from devstack.kafka_security import SecureKafka
+from devstack.kafka_security import KafkaAccess
 from eventstore import EventStore, EventStoreClient, StoreConfig
-from kafkakit.client_config import KafkaClientConfig
 from shop.order import ORDER
 
 TXN_TIMEOUT_MS = 10_000
 
 
 @pytest.fixture(scope="session")
-def store_config(stack: Any, kafka_security: SecureKafka | None) -> Callable[..., StoreConfig]:
+def store_config(stack: Any, kafka: KafkaAccess) -> Callable[..., StoreConfig]:
     """`store_config(prefix, **settings)`: the config of a store named `<prefix>-<uuid>` on the stack's
     registry, its Kafka clients at the stack's SASL_SSL listener where it has one (tests/conftest.py),
     else over PLAINTEXT. Nothing is created."""
-    secured = kafka_security
 
     def make(prefix: str, **settings: Any) -> StoreConfig:
         return StoreConfig(
             name=f"{prefix}-{uuid.uuid4().hex[:8]}",
-            bootstrap_servers=secured.bootstrap_servers if secured else stack.kafka_bootstrap_servers,
-            kafka_client=secured.client_config if secured else KafkaClientConfig(),
+            bootstrap_servers=kafka.bootstrap_servers,
+            kafka_client=kafka.client_config,
             schema_registry_url=stack.schema_registry_url,
             **settings,
         )

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-from devstack.kafka_security import SecureKafka
+from devstack.kafka_security import KafkaAccess
 from kafkakit.clients import make_admin, make_consumer, make_producer
 from kafkakit.settings import Endpoints
 from materializers import spark_session
@@ -34,7 +34,7 @@ def uid() -> str:
 
 
 @pytest.fixture
-def endpoints(stack: Any, kafka_security: SecureKafka | None) -> Endpoints:
+def endpoints(stack: Any, kafka: KafkaAccess) -> Endpoints:
     """The stack's endpoints, Kafka at its SASL_SSL listener where it has one (tests/conftest.py)."""
     plain = Endpoints(
         kafka_bootstrap_servers=stack.kafka_bootstrap_servers,
@@ -43,7 +43,7 @@ def endpoints(stack: Any, kafka_security: SecureKafka | None) -> Endpoints:
         redis_url=stack.redis_url,
         schema_registry_url=stack.schema_registry_url,
     )
-    return kafka_security.endpoints(plain) if kafka_security is not None else plain
+    return kafka.endpoints(plain)
 
 
 @pytest.fixture
