@@ -67,8 +67,8 @@ from materializers.aggregate import (
     watermark_delay_ms,
 )
 from materializers.aggregate_dead_letters import RefusedRecords
-from materializers.aggregate_plan import aggregate, learn_topic_schemas
-from materializers.avro_events import WriterSchemas
+from materializers.aggregate_plan import aggregate
+from materializers.avro_events import WriterSchemas, learn_topic_schemas
 from materializers.errors import BadAggregate, IncompleteHistory, SourceUnavailable
 from materializers.job import Job, claim_checkpoint, ensure_topic, source_stream, topic_partitions, triggered
 from materializers.lag import log_bounds

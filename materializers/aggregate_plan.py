@@ -7,12 +7,8 @@ record is judged alike by both.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import httpx
-
-from kafkakit.http_auth import NO_REGISTRY_AUTH, HttpAuth, access_problem, httpx_options
-from kafkakit.subjects import every_subject
 from materializers import avro_events, debezium, event_shape
 from materializers.aggregate import (
     ENVELOPE_TIME,
@@ -28,7 +24,6 @@ from materializers.aggregate import (
     watermark_delay_ms,
 )
 from materializers.avro_events import WriterSchemas
-from materializers.errors import SourceUnavailable
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -239,44 +234,3 @@ def _aggregation(op: str, column: str) -> Column:
     if op == "approx_count_distinct":
         return F.approx_count_distinct(given)
     return {"sum": F.sum, "min": F.min, "max": F.max}[op](given)
-
-
-def learn_topic_schemas(schemas: WriterSchemas, topic: str) -> None:
-    """Fetch into `schemas` every writer schema of the subjects `<topic>-*`, and only those."""
-    for sid in sorted(set(_subject_ids(schemas.url, topic, schemas.auth))):
-        schemas.get(sid)
-
-
-def _subject_ids(url: str, topic: str, auth: HttpAuth) -> list[int]:
-    """The ids of every version of the registry subjects `<topic>-*` (Confluent-compatible API)."""
-    base = url.rstrip("/")
-    try:
-        every = every_subject(
-            lambda offset, limit: _get(f"{base}/subjects?offset={offset}&limit={limit}", auth)
-        )
-        subjects = [s for s in every if s.startswith(f"{topic}-")]
-        return [
-            int(_get(f"{base}/subjects/{subject}/versions/{version}", auth)["id"])
-            for subject in subjects
-            for version in _get(f"{base}/subjects/{subject}/versions", auth)
-        ]
-    except httpx.HTTPError as exc:
-        raise SourceUnavailable(
-            f"schema registry at {url} is unreachable ({exc}); start it or fix SCHEMA_REGISTRY_URL"
-        ) from exc
-
-
-def _get(url: str, auth: HttpAuth = NO_REGISTRY_AUTH) -> Any:
-    """GET a registry document; a refused login or TLS handshake is `SourceUnavailable` naming the
-    SCHEMA_REGISTRY_* settings (kafkakit.http_auth)."""
-    try:
-        reply = httpx.get(url, timeout=10.0, **httpx_options(auth))
-        refused = access_problem("the schema registry", url, auth, status=reply.status_code)
-    except httpx.HTTPError as exc:
-        refused = access_problem("the schema registry", url, auth, error=exc)
-        if refused is None:
-            raise
-    if refused is not None:
-        raise SourceUnavailable(str(refused))
-    reply.raise_for_status()
-    return reply.json()

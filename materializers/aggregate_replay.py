@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from materializers.aggregate import AggregateView
 from materializers.aggregate_batches import OffsetRange
-from materializers.aggregate_plan import events, learn_topic_schemas, reported_refusal
-from materializers.avro_events import WriterSchemas
+from materializers.aggregate_plan import events, reported_refusal
+from materializers.avro_events import WriterSchemas, learn_topic_schemas
 from materializers.job import topic_partitions
 from materializers.plan import JobPlan
 

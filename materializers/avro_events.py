@@ -19,11 +19,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from kafkakit.http_auth import NO_REGISTRY_AUTH, HttpAuth, access_problem, httpx_options
+from kafkakit.subjects import every_subject
 from materializers import event_shape, positions
 from materializers.changes import SOURCE_COLUMNS, source_coordinates
 from materializers.errors import SourceUnavailable
@@ -252,3 +253,44 @@ def decode(
         *[field(n, t) for n, t in wanted.items()],
         "schema_id",
     )
+
+
+def learn_topic_schemas(schemas: WriterSchemas, topic: str) -> None:
+    """Fetch into `schemas` every writer schema of the subjects `<topic>-*`, and only those."""
+    for sid in sorted(set(_subject_ids(schemas.url, topic, schemas.auth))):
+        schemas.get(sid)
+
+
+def _subject_ids(url: str, topic: str, auth: HttpAuth) -> list[int]:
+    """The ids of every version of the registry subjects `<topic>-*` (Confluent-compatible API)."""
+    base = url.rstrip("/")
+    try:
+        every = every_subject(
+            lambda offset, limit: _get(f"{base}/subjects?offset={offset}&limit={limit}", auth)
+        )
+        subjects = [s for s in every if s.startswith(f"{topic}-")]
+        return [
+            int(_get(f"{base}/subjects/{subject}/versions/{version}", auth)["id"])
+            for subject in subjects
+            for version in _get(f"{base}/subjects/{subject}/versions", auth)
+        ]
+    except httpx.HTTPError as exc:
+        raise SourceUnavailable(
+            f"schema registry at {url} is unreachable ({exc}); start it or fix SCHEMA_REGISTRY_URL"
+        ) from exc
+
+
+def _get(url: str, auth: HttpAuth = NO_REGISTRY_AUTH) -> Any:
+    """GET a registry document; a refused login or TLS handshake is `SourceUnavailable` naming the
+    SCHEMA_REGISTRY_* settings (kafkakit.http_auth)."""
+    try:
+        reply = httpx.get(url, timeout=10.0, **httpx_options(auth))
+        refused = access_problem("the schema registry", url, auth, status=reply.status_code)
+    except httpx.HTTPError as exc:
+        refused = access_problem("the schema registry", url, auth, error=exc)
+        if refused is None:
+            raise
+    if refused is not None:
+        raise SourceUnavailable(str(refused))
+    reply.raise_for_status()
+    return reply.json()

@@ -42,7 +42,7 @@ from kafkakit.clients import admin_client
 from kafkakit.limits import DEAD_LETTER_MAX_RECORD_BYTES
 from kafkakit.positions import StartPosition, parse_offsets_json
 from materializers import checkpoint, dead_letters, failpoints, lifecycle, positions
-from materializers.avro_events import WriterSchemas
+from materializers.avro_events import WriterSchemas, learn_topic_schemas
 from materializers.changes import split
 from materializers.errors import CheckpointMismatch, SourceUnavailable
 from materializers.plan import GENERATIONS_DIR as GENERATIONS_DIR
@@ -219,6 +219,18 @@ class Job:
         ensure_topic(bootstrap, self.plan.dlq_topic, client_config=kafka_client)
         for view in self.views:
             view.prepare(self.spark)
+        self._learn_schemas()
+
+    def _learn_schemas(self) -> None:
+        """The writer schemas of the topic's subjects (`<topic>-*`), before the first batch. A job that
+        knew none decoded its first batch twice: every record refused the first time (in the one-pass
+        path, the refusals collected into the driver: an 80 MB task for a 750k-record backfill batch).
+        Ids registered later are learnt per batch. A registry that does not answer leaves it to the
+        batches: a JSON topic needs none."""
+        try:
+            learn_topic_schemas(self.schemas, self.plan.topic)
+        except SourceUnavailable as exc:
+            log.info("writer schemas of %s not fetched before the first batch: %s", self.plan.topic, exc)
 
     def start(self, start: StartPosition, *, available_now: bool = False) -> StreamingQuery:
         """Prepare, then start the streaming query and return it (running in Spark's threads).
