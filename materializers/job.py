@@ -223,8 +223,9 @@ class Job:
 
     def _learn_schemas(self) -> None:
         """The writer schemas of the topic's subjects (`<topic>-*`), before the first batch. A job that
-        knew none decoded its first batch twice: every record refused the first time (in the one-pass
-        path, the refusals collected into the driver: an 80 MB task for a 750k-record backfill batch).
+        knew none read its first batch three times: every record refused, its ids looked up, decoded
+        again (in the one-pass path the refusals went through the driver: an 80 MB task for a
+        750k-record backfill batch).
         Ids registered later are learnt per batch. A registry that does not answer leaves it to the
         batches: a JSON topic needs none."""
         try:

@@ -22,7 +22,7 @@ from eventstore.registry import HttpRegistry
 from kafkakit.errors import ServiceAccessRefused
 from kafkakit.http_auth import CONNECT_PREFIX, REDIS_PREFIX, REGISTRY_PREFIX, HttpAuth
 from kafkakit.settings import Endpoints
-from materializers import aggregate_plan
+from materializers import avro_events
 from materializers.avro_events import WriterSchemas
 from materializers.errors import SourceUnavailable, ViewUnavailable
 from materializers.views.redis_cache import RedisCache
@@ -47,7 +47,7 @@ def _clients(url: str, connect: HttpAuth, registry: HttpAuth) -> dict[str, Calla
         "cdc RegistryClient": lambda: RegistryClient(ccompat, auth=registry)(1).schema_id,
         "eventstore HttpRegistry": lambda: HttpRegistry(ccompat, auth=registry).schema_text(1),
         "materializers WriterSchemas": lambda: WriterSchemas(ccompat, auth=registry).get(1),
-        "materializers registry subjects": lambda: aggregate_plan._get(f"{ccompat}/subjects", registry),
+        "materializers registry subjects": lambda: avro_events._get(f"{ccompat}/subjects", registry),
     }
 
 
