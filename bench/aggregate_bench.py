@@ -159,10 +159,7 @@ def batch_record(progress: dict[str, Any]) -> dict[str, Any]:
 def stream_minute(spark: Any, plan: JobPlan) -> dict[str, Any]:
     """One driver run of the real job over what the topic holds (availableNow)."""
     run = run_available_now(partial(AggregateJob, spark, plan), "the aggregate job")
-    return {
-        "wall_s": round(run.seconds, 2),
-        "batches": [batch_record(p) for p in run.progress],
-    }
+    return {"wall_s": round(run.seconds, 2), "batches": [batch_record(p) for p in run.progress]}
 
 
 # ------------------------------------------------------------------------------------ recompute

@@ -227,7 +227,8 @@ class Job:
         again (in the one-pass path the refusals went through the driver: an 80 MB task for a
         750k-record backfill batch).
         Ids registered later are learnt per batch. A registry that does not answer leaves it to the
-        batches: a JSON topic needs none."""
+        batches: a JSON topic needs none. (AggregateJob's namesake raises instead: its plan needs the
+        schemas, this job only starts faster with them.)"""
         try:
             learn_topic_schemas(self.schemas, self.plan.topic)
         except SourceUnavailable as exc:
