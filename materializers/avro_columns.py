@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -173,6 +174,54 @@ def reader_schema(schema_text: str) -> str:
         return out
 
     return json.dumps(strip(json.loads(schema_text)), separators=(",", ":"))
+
+
+# What the decoder reads of an envelope (debezium.CHANGE_FIELDS_WITH_BEFORE) and of its `source`.
+ENVELOPE_READ = ("before", "after", "source", "op", "ts_ms")
+SOURCE_READ = ("lsn", "ts_ms")
+_PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+
+
+def envelope_reader(schema_text: str, row_columns: Collection[str]) -> str:
+    """The reader schema `from_avro` resolves an envelope's writer schema to (its `avroSchema` option):
+    `reader_schema` cut to ENVELOPE_READ, `source` to SOURCE_READ and the row record to `row_columns`
+    (Avro field names). Avro's schema resolution skips what is left out.
+    Why: Spark 4.2's Avro reader builds every nested record's row field by field, and each field costs
+    it a fresh copy of the task's SQL configuration (SpecificInternalRow -> TypeOps -> SQLConf.get ->
+    new ReadOnlySQLConf, per record): Debezium's 16-field `source` alone cost more than the rest of a
+    products record's decode. The whole schema is returned where a left-out field defines a named type
+    that a kept field refers to."""
+    whole = reader_schema(schema_text)
+    doc = json.loads(whole)
+    named = _named_types(doc)
+    fields = _field_types(doc)
+    for name, wanted in (("after", set(row_columns)), ("source", set(SOURCE_READ))):
+        record = _nullable(fields.get(name))
+        record = named.get(record) if isinstance(record, str) else record
+        if isinstance(record, dict):  # a named record's one definition: `before` shares it
+            record["fields"] = [f for f in record.get("fields", []) if f["name"] in wanted]
+    doc["fields"] = [f for f in doc.get("fields", []) if f["name"] in ENVELOPE_READ]
+    if not _references(doc) <= _named_types(doc).keys():
+        return whole
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def _references(node: Any) -> set[str]:
+    """The named types a schema node uses by name."""
+    if isinstance(node, str):
+        return set() if node in _PRIMITIVES else {node}
+    if isinstance(node, list):
+        return set().union(*(_references(n) for n in node))
+    if not isinstance(node, dict):
+        return set()
+    kind = node.get("type")
+    if kind in ("record", "error"):
+        return set().union(*(_references(f["type"]) for f in node.get("fields", [])))
+    if kind == "array":
+        return _references(node.get("items"))
+    if kind == "map":
+        return _references(node.get("values"))
+    return set() if kind in ("enum", "fixed") else _references(kind)
 
 
 def conversion(field: SourceField | None, ddl_type: str) -> Conversion:

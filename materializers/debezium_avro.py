@@ -99,9 +99,15 @@ class AvroForms:
             framed = F.col(f"_{side}f") & (F.col(f"_{side}id") == sid)
             body = event_shape.avro_body(column)
             text = avro_columns.reader_schema(self.texts[sid])
-            return F.when(framed, from_avro(body, text, {"mode": "PERMISSIVE"})).alias(f"_{side}{sid}")
+            options = {"mode": "PERMISSIVE"}
+            if side == "v":  # only what the change is read from (avro_columns.envelope_reader says why)
+                options["avroSchema"] = avro_columns.envelope_reader(self.texts[sid], self._row_names())
+            return F.when(framed, from_avro(body, text, options)).alias(f"_{side}{sid}")
 
         return [*[read("v", i) for i in self.envelopes], *[read("k", i) for i in self.keys]]
+
+    def _row_names(self) -> list[str]:
+        return [avro_columns.avro_name(c) for c in self.data_columns]
 
     def change(self) -> tuple[Column, Column]:
         """(the change as the JSON path's `p` struct, the unfit-value message) of a framed value."""

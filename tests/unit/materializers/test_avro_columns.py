@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 from pathlib import Path
 
+import fastavro
 import pytest
 
 from materializers.avro_columns import (
@@ -13,6 +16,7 @@ from materializers.avro_columns import (
     conversion,
     ddl_columns,
     decimal_scale,
+    envelope_reader,
     is_envelope,
     reader_schema,
     row_fields,
@@ -171,3 +175,50 @@ def test_variable_scale_decimal_is_refused() -> None:
     }
     found = conversion(row_fields(envelope(("n", variable)))["n"], "decimal(20,4)")
     assert found.kind == "refuse" and "VariableScaleDecimal" in found.reason
+
+
+def test_the_envelope_reader_keeps_only_what_the_decoder_reads() -> None:
+    writer_text = torture_envelope()
+    columns = ["c_numeric", "c_text", "c_uuid"]
+    reader = json.loads(envelope_reader(writer_text, columns))
+    fields = {f["name"]: f["type"] for f in reader["fields"]}
+    assert list(fields) == ["before", "after", "source", "op", "ts_ms"]
+    assert sorted(f["name"] for f in fields["source"]["fields"]) == ["lsn", "ts_ms"]
+    row = next(t for t in fields["before"] if t != "null")  # `before` and `after` share one record
+    assert sorted(f["name"] for f in row["fields"]) == columns and fields["after"] == ["null", row["name"]]
+
+
+def test_real_records_resolve_through_the_envelope_reader_to_the_whole_schemas_values() -> None:
+    """Every captured change (all writer schema versions) read with the cut reader schema gives,
+    for each kept field, what the whole schema gives."""
+    schemas = captured_schemas()
+    columns = ["id", "c_numeric", "c_text", "c_uuid", "c_added"]
+    changes = [r for r in json.loads(FIXTURE.read_text())["torture"] if r["value"]]  # not tombstones
+    for record in changes:
+        body = base64.b64decode(record["value"])
+        writer_text = schemas[int.from_bytes(body[1:5], "big")]
+        writer = fastavro.parse_schema(json.loads(reader_schema(writer_text)))
+        cut = fastavro.parse_schema(json.loads(envelope_reader(writer_text, columns)))
+        whole = fastavro.schemaless_reader(io.BytesIO(body[5:]), writer)
+        read = fastavro.schemaless_reader(io.BytesIO(body[5:]), writer, cut)
+        assert isinstance(whole, dict) and isinstance(read, dict)
+        for side in ("before", "after"):
+            kept = whole[side] and {c: v for c, v in whole[side].items() if c in columns}
+            assert read[side] == kept
+        assert read["source"] == {"lsn": whole["source"]["lsn"], "ts_ms": whole["source"]["ts_ms"]}
+        assert (read["op"], read["ts_ms"]) == (whole["op"], whole["ts_ms"])
+    assert len(changes) >= 8
+
+
+def test_the_envelope_reader_keeps_the_whole_schema_when_a_cut_would_orphan_a_named_type() -> None:
+    doc = json.loads(envelope(("name", "string")))
+    shared = {"type": "record", "name": "Block", "fields": [{"name": "id", "type": "string"}]}
+    doc["fields"] += [
+        {"name": "transaction", "type": ["null", shared]},
+        {"name": "ts_ms", "type": ["null", "Block"]},  # a kept field naming a type only a cut one defines
+    ]
+    text = json.dumps(doc)
+    assert envelope_reader(text, ["name"]) == reader_schema(text)
+    doc["fields"][-1]["type"] = ["null", "long"]
+    cut = json.loads(envelope_reader(json.dumps(doc), ["name"]))
+    assert [f["name"] for f in cut["fields"]] == ["before", "after", "source", "op", "ts_ms"]
