@@ -20,8 +20,10 @@ from materializers.views.opensearch_index import (
     document,
     mappings,
     needs_stored,
+    newest_docs,
     sources,
     version_of,
+    whole_changes,
 )
 from materializers.views.postgres_table import batch_rows
 
@@ -83,6 +85,31 @@ def test_a_delete_is_a_tombstone_at_its_position() -> None:
         "index": {"_index": "idx", "_id": "9", "version": 401, "version_type": "external"}
     }
     assert source == body
+
+
+def columns_of(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    return {name: [r[name] for r in rows] for name in rows[0]}
+
+
+def test_a_batch_of_whole_changes_encodes_from_its_columns_what_the_general_path_encodes() -> None:
+    rows = [change("1", 10), change("2", 15), change("1", 30), change("1", 20), change("2", 25, "delete")]
+    rows += [{**change("3", 40), "price": 12, "description": None}]  # a number as text, a null left out
+    assert whole_changes(columns_of(rows))
+    docs, refused = newest_docs("idx", columns_of(rows), COLUMNS)
+    general = [bulk_doc("idx", r, document(r, None, COLUMNS)) for r in batch_rows(rows, COLUMNS)]
+    assert refused == [] and sorted(docs) == sorted(general) and len(docs) == 3
+    assert json.loads(dict(docs)["3"].splitlines()[1]) == {
+        "entity": "3", "position": positions.cdc(40, snapshot=False), "deleted": False,
+        "name": "name@40", "price": "12",
+    }  # fmt: skip
+
+
+def test_a_batch_with_a_kept_column_is_not_whole_and_an_unfit_position_is_refused() -> None:
+    assert not whole_changes(columns_of([change("1", 10), change("1", 20, keep=("description",))]))
+    rows = [change("1", 10), {**change("2", 20), "position": str(MAX_VERSION + 1)}]
+    docs, refused = newest_docs("idx", columns_of(rows), COLUMNS)
+    assert [entity for entity, _ in docs] == ["1"]
+    assert refused == [("2", f"position {MAX_VERSION + 1} does not fit OpenSearch's version")]
 
 
 def test_the_mapping_analyses_search_fields_and_keeps_the_rest_exact() -> None:
