@@ -288,13 +288,14 @@ def unlink_prefix(url: str, prefix: str) -> None:
         client.unlink(*batch)
 
 
-def consumed(config: RunConfig, topic: str, records: int) -> Iterator[list[Any]]:
+def consumed(config: RunConfig, topic: str, records: int, group: str = "") -> Iterator[list[Any]]:
     """The hand-written loops' read: `topic` from its start in batches of up to 500 records, until
-    `records` have been consumed (what a user's confluent-kafka loop does)."""
+    `records` have been consumed (what a user's confluent-kafka loop does); as consumer group `group`
+    ("": a new bench-loop-* one)."""
     consumer = make_consumer(
         {
             "bootstrap.servers": config.endpoints.kafka_bootstrap_servers,
-            "group.id": f"bench-loop-{uuid.uuid4().hex[:8]}",
+            "group.id": group or f"bench-loop-{uuid.uuid4().hex[:8]}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": True,
         }
