@@ -386,7 +386,12 @@ class OpenSearchIndex:
 
     def refresh(self) -> None:
         """Make this index's acknowledged writes searchable now (else within its refresh interval)."""
-        self.client().indices.refresh(index=self.index)
+        from opensearchpy.exceptions import OpenSearchException
+
+        try:
+            self.client().indices.refresh(index=self.index)
+        except OpenSearchException as exc:
+            raise self._unavailable(exc) from exc
 
     def search(self, text: str, limit: int = 10) -> list[str]:
         """Keys of the live documents matching `text` in the search fields, best first (via the alias)."""
@@ -467,14 +472,19 @@ class OpenSearchView:
         return False  # written from the executors, where Spark read the records
 
     def apply_table(self, batch: TableBatch) -> list[Reject]:
-        return self.index.apply_columns(batch.table.select(list(self.columns())).to_pydict())
+        rejects = self.index.apply_columns(batch.table.select(list(self.columns())).to_pydict())
+        self.index.refresh()
+        return rejects
 
     def apply_frame(self, batch: FrameBatch) -> list[Reject]:
         """Each partition bulk-writes its own changes from its executor, all at once; only the
-        rejects (few) come back to the driver."""
+        rejects (few) come back to the driver. Then one refresh: a batch's documents are
+        searchable when it commits, not up to a refresh interval (OpenSearch's default: 1 s) later;
+        one request per micro-batch, fewer than the interval's own during a backfill."""
         changes = batch.changes
         columns = [*self.columns(), *(["error"] if "error" in changes.columns else [])]
         found = changes.select(*columns).mapInArrow(self.index.apply_arrow, REJECT_DDL).collect()
+        self.index.refresh()
         return [(r["topic"], r["partition"], r["offset"], r["error"]) for r in found]
 
     def compact(self, spark: SparkSession, rows: int | None) -> None:

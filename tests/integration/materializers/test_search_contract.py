@@ -82,6 +82,31 @@ def test_the_search_view_contract(
         backend.drop(plan)
 
 
+@pytest.mark.parametrize("small_batch_rows", ["10000", "0"], ids=["driver", "executors"])
+def test_an_opensearch_batch_is_searchable_when_it_commits(
+    spark: Any, topics: Any, producer: Any, run_config: Any, small_batch_rows: str
+) -> None:
+    """With the index's own periodic refresh off, only the view's refresh at the end of a batch can
+    make its documents searchable: a search right after the batch finds them."""
+    backend = SearchBackend("opensearch", require_opensearch())
+    topic = topics("mat-search-committed")
+    plan = JobPlan.of(
+        SEARCH_ONLY, run_config(topic=topic, small_batch_rows=small_batch_rows, **backend.overrides())
+    )
+    produce(producer, topic, [debezium(1, 100, "c", row("walnut"))])
+    try:
+        first = run_once(spark, plan)
+        index = plan.opensearch()
+        assert index is not None
+        index.client().indices.put_settings(index=index.index, body={"index": {"refresh_interval": "-1"}})
+        produce(producer, topic, [debezium(2, 200, "c", row("copper")), debezium(1, 300, "u", row("oak"))])
+        run_once(spark, plan, job=first)
+        found = index.searchable(["1", "2"])  # no refresh here: what a reader sees at the commit
+        assert {e: doc["name"] for e, doc in found.items()} == {"1": "oak", "2": "copper"}
+    finally:
+        backend.drop(plan)
+
+
 def cli(config: Any, topic: str, backend: SearchBackend) -> list[str]:
     return [
         sys.executable, "-m", "materializers.cli", "--home", str(config.home), *backend.cli_flags(),
