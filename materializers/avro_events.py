@@ -25,7 +25,7 @@ import httpx
 
 from kafkakit.http_auth import NO_REGISTRY_AUTH, HttpAuth, access_problem, httpx_options
 from kafkakit.subjects import every_subject
-from materializers import event_shape, positions
+from materializers import event_shape, positions, spark_avro
 from materializers.changes import SOURCE_COLUMNS, source_coordinates
 from materializers.errors import SourceUnavailable
 
@@ -178,7 +178,6 @@ def decode(
     parsed once, with its own writer schema); only the distinct ids are collected first.
     """
     from pyspark.sql import functions as F
-    from pyspark.sql.avro.functions import from_avro
 
     base = df.where(F.col("value").isNotNull()).select(
         *SOURCE_COLUMNS,
@@ -215,9 +214,7 @@ def decode(
         schemas.learn(ids)
         texts = {sid: text for sid in ids if (text := schemas.known().get(sid)) is not None}
     bodies = {
-        sid: F.when(
-            F.col("schema_id") == sid, from_avro(event_shape.avro_body(), text, {"mode": "PERMISSIVE"})
-        )
+        sid: F.when(F.col("schema_id") == sid, spark_avro.from_avro(event_shape.avro_body(), text))
         for sid, text in texts.items()
     }
     decoded = base.select("*", *[body.alias(f"_e{sid}") for sid, body in bodies.items()])

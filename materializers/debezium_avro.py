@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from materializers import avro_columns, event_shape
+from materializers import avro_columns, event_shape, spark_avro
 from materializers.avro_columns import Conversion, SourceField
 from materializers.avro_events import NOT_KNOWN
 
@@ -92,17 +92,15 @@ class AvroForms:
     def documents(self) -> list[Column]:
         """One `from_avro` per writer schema, each evaluated only for the records of its id."""
         from pyspark.sql import functions as F
-        from pyspark.sql.avro.functions import from_avro
 
         def read(side: str, sid: int) -> Column:
             column = "value" if side == "v" else "key"
             framed = F.col(f"_{side}f") & (F.col(f"_{side}id") == sid)
             body = event_shape.avro_body(column)
             text = avro_columns.reader_schema(self.texts[sid])
-            options = {"mode": "PERMISSIVE"}
-            if side == "v":  # only what the change is read from (avro_columns.envelope_reader says why)
-                options["avroSchema"] = avro_columns.envelope_reader(self.texts[sid], self._row_names())
-            return F.when(framed, from_avro(body, text, options)).alias(f"_{side}{sid}")
+            # only what the change is read from (avro_columns.envelope_reader says why)
+            reader = avro_columns.envelope_reader(self.texts[sid], self._row_names()) if side == "v" else None
+            return F.when(framed, spark_avro.from_avro(body, text, reader)).alias(f"_{side}{sid}")
 
         return [*[read("v", i) for i in self.envelopes], *[read("k", i) for i in self.keys]]
 

@@ -1,0 +1,102 @@
+"""`from_avro` with literal options (spark_avro.py), in Spark itself: it reads permissively with a
+reader schema, and neither decoder leaves a `map(...)` builder (CreateMap) in its plan — the shared map builder two
+views' threads raced on (DUPLICATED_MAP_KEY in CI)."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import pytest
+from fastavro import parse_schema
+from records import order_schema_text
+from test_debezium_avro import SOURCE, captured, known, torture_rows
+
+from materializers import avro_events, event_shape, spark_avro
+from materializers import debezium as dbz
+from materializers.avro_events import SchemaCache, WriterSchemas
+
+pytestmark = pytest.mark.integration
+
+WRITER = '{"type":"record","name":"r","fields":[{"name":"a","type":"long"},{"name":"b","type":"string"}]}'
+READER = '{"type":"record","name":"r","fields":[{"name":"a","type":"long"}]}'
+
+
+def built_maps(frame: Any) -> list[str]:
+    """The `map(k, v, ...)` builders (CreateMap) holding entries in `frame`'s analyzed plan: a
+    literal prints as `map(keys: [...], values: [...])`, an empty builder (nothing to race on) as `map()`."""
+    return re.findall(r"\bmap\((?!\)|keys: )[^)]*\)", frame._jdf.queryExecution().analyzed().toString())
+
+
+def decodes_avro(frame: Any) -> bool:
+    return "from_avro(" in frame._jdf.queryExecution().analyzed().toString()
+
+
+def test_from_avro_reads_permissively_with_its_reader_schema(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    bodies = [(1, bytes([2, 4]) + b"hi"), (2, bytes([0x80]))]  # a=1, b="hi"; a varint cut short
+    frame = spark.createDataFrame(bodies, "n int, v binary").select(
+        "n",
+        spark_avro.from_avro(F.col("v"), WRITER).alias("whole"),
+        spark_avro.from_avro(F.col("v"), WRITER, READER).alias("cut"),
+    )
+    rows = {r["n"]: r.asDict(recursive=True) for r in frame.collect()}
+    assert rows[1]["whole"] == {"a": 1, "b": "hi"} and rows[1]["cut"] == {"a": 1}
+    assert rows[2]["whole"] == {"a": None, "b": None}  # refused as a row, not a failed batch
+    assert decodes_avro(frame) and built_maps(frame) == []
+
+
+def test_the_change_decoder_plans_no_map_builder(spark: Any) -> None:
+    texts = {int(k): v for k, v in captured("avro")["schemas"].items()}
+    decoder = dbz.Decoder(
+        data_columns=("c_int", "c_text"), data_ddl="c_int int, c_text string", key_column="id"
+    )
+    frame = decoder(spark.createDataFrame(torture_rows("avro"), SOURCE), known(texts))
+    assert decodes_avro(frame) and built_maps(frame) == []
+
+
+def test_the_event_decoder_plans_no_map_builder_and_decodes_from_two_threads(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    text = order_schema_text("order.created")
+    records = [
+        event_shape.encode_record(
+            stream_id=f"o-{n}", version=1, event_type="order.created", schema_id=7,
+            schema=parse_schema(json.loads(text)), data={"order_id": f"o-{n}", "customer_id": "c"},
+        )
+        for n in range(20)
+    ]  # fmt: skip
+    source = spark.createDataFrame(
+        [(k.encode() if isinstance(k, str) else k, v, h, "t", 0, n) for n, (k, v, h) in enumerate(records)],
+        "key binary, value binary, headers array<struct<key: string, value: binary>>, topic string, "
+        "partition int, offset long",
+    ).withColumn("timestamp", F.current_timestamp())
+    schemas = WriterSchemas("http://127.0.0.1:9/unused", True, SchemaCache(found=OrderedDict({7: text})))
+    frame = avro_events.decode(
+        source, schemas=schemas, wanted={"customer_id": "string"}, event_types=("order.created",)
+    )
+    assert decodes_avro(frame) and built_maps(frame) == []
+
+    # Two views' threads planning self-joins of one decoded frame: each copy of the decode reads
+    # its options at once (with `map(...)` options this failed 1 to 10 times in 80 plans).
+    failures: list[BaseException] = []
+
+    def plan_and_run() -> None:
+        for _ in range(10):
+            try:
+                mine = frame.select("entity", "customer_id")
+                joined = mine.join(frame.select("entity").distinct(), "entity", "left_anti")
+                assert joined.count() == 0 and mine.where(F.col("customer_id") == "c").count() == 20
+            except BaseException as error:  # collected, asserted below
+                failures.append(error)
+
+    threads = [threading.Thread(target=plan_and_run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
