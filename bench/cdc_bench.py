@@ -259,7 +259,7 @@ def summarize_ms(values: Sequence[float]) -> dict[str, float]:
     s = sorted(values)
     if not s:
         return {"count": 0}
-    out = {f"p{q:g}": round(percentile(s, q), 2) for q in (50, 90, 99, 99.9)}
+    out = {f"p{q:g}": round(percentile(s, q), 2) for q in (50, 90, 95, 99, 99.9)}
     return {"count": len(s), **out, "max": round(s[-1], 2), "mean": round(sum(s) / len(s), 2)}
 
 

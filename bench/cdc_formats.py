@@ -666,11 +666,17 @@ def probing(probers: Sequence[Prober]) -> Iterator[None]:
 
 
 def one_rate(
-    ctx: Context, plan: JobPlan, table: str, rate: int, proc: subprocess.Popen[bytes]
+    ctx: Context,
+    plan: JobPlan,
+    table: str,
+    rate: int,
+    proc: subprocess.Popen[bytes],
+    probers: Sequence[Prober] | None = None,
 ) -> dict[str, Any]:
-    """Warm-up, then `latency_seconds` measured at `rate`; 10 s more for the last rows to show up."""
+    """Warm-up, then `latency_seconds` measured at `rate`; 10 s more for the last rows to show up.
+    Each of `probers` (by default one per view) reports under its name."""
     s = ctx.settings
-    probers = [prober(view, plan) for view in VIEWS]
+    probers = [prober(view, plan) for view in VIEWS] if probers is None else probers
     writer = PacedUpdates(s.endpoints.pg_dsn, table, s.latency_rows, rate, probers)
     with probing(probers):
         writer.start()
@@ -695,7 +701,12 @@ def one_rate(
         "achieved_rows_per_s": round(achieved),
         "writer_max_behind_s": round(writer.behind_s, 3),
         **{
-            p.name: {**summarize_ms(p.latencies_ms), "unseen_at_end": len(p.pending), "poll_s": p.every_s}
+            p.name: {
+                **summarize_ms(p.latencies_ms),
+                "unseen_at_end": len(p.pending),
+                "poll_s": p.every_s,
+                "poll_errors": len(p.errors),
+            }
             for p in probers
         },
         "batch_median_ms": {k: round(v) for k, v in steps.items()},

@@ -64,9 +64,7 @@ from cdc_bench import (
     StackPids,
     _pid,
     environment,
-    percentile,
     register,
-    summarize_ms,
 )
 from cdc_formats import (
     BATCHES,
@@ -77,7 +75,7 @@ from cdc_formats import (
     _verdict,
     create_topic,
     measure_snapshot,
-    probing,
+    one_rate,
     process_cpu_s,
     reset_stamps,
     snapshot_spec,
@@ -85,7 +83,6 @@ from cdc_formats import (
 )
 from confluent_kafka.admin import AdminClient
 from materializers_bench import (
-    PacedUpdates,
     Prober,
     _caught_up,
     _wait_until,
@@ -101,7 +98,7 @@ from cdc.connect_client import ConnectClient
 from cdc.registry_client import ccompat_url
 from kafkakit.clients import make_admin
 from kafkakit.settings import Endpoints
-from materializers import catalog, spark_session, timeline
+from materializers import catalog, spark_session
 from materializers.config import ENV_OPENSEARCH_URL, ENV_SEARCH_BACKEND, RunConfig
 from materializers.job import JobPlan
 from materializers.views.opensearch_bulk import CHUNK
@@ -396,44 +393,13 @@ def refresh_interval(index: OpenSearchIndex) -> dict[str, Any]:
     return {"value": own or found["defaults"]["index"]["refresh_interval"], "set_on_index": own is not None}
 
 
-@contextmanager
-def paced(ctx: Context, table: str, rate: int, probe: Prober) -> Iterator[PacedUpdates]:
-    """Updates at `rate` rows/s for the block, the prober told of each commit's sampled rows."""
-    writer = PacedUpdates(ctx.settings.endpoints.pg_dsn, table, ctx.settings.latency_rows, rate, [probe])
-    writer.start()
-    try:
-        yield writer
-    finally:
-        writer.stop.set()
-        writer.join()
-    if writer.error is not None:
-        raise writer.error
-
-
-def at_rate(ctx: Context, plan: JobPlan, table: str, rate: int) -> dict[str, Any]:
-    """Warm-up at `rate`, `latency_seconds` measured; 10 s more for the last rows to show up."""
-    s, probe = ctx.settings, search_prober(plan)
-    with probing([probe]):
-        with paced(ctx, table, rate, probe) as writer:
-            time.sleep(s.latency_warmup_s)
-            probe.measuring.set()
-            since, updated = time.time(), writer.updated
-            time.sleep(s.latency_seconds)
-            until, achieved = time.time(), (writer.updated - updated) / s.latency_seconds
-        time.sleep(10)
-    ms = sorted(probe.latencies_ms)
-    steps = timeline.batch_medians(timeline.read(plan.job_dir), since, until)
-    return {
-        "target_rows_per_s": rate,
-        "achieved_rows_per_s": round(achieved),
-        "writer_max_behind_s": round(writer.behind_s, 3),
-        **summarize_ms(ms),
-        **({"p95": round(percentile(ms, 95), 2)} if ms else {}),
-        "unseen_at_end": len(probe.pending),
-        "poll_s": probe.every_s,
-        "poll_errors": len(probe.errors),
-        "batch_median_ms": {k: round(v) for k, v in steps.items()},
-    }
+def at_rate(
+    ctx: Context, plan: JobPlan, table: str, rate: int, proc: subprocess.Popen[bytes]
+) -> dict[str, Any]:
+    """cdc_formats' measurement at `rate`, of the search view alone, its numbers at the top level."""
+    probe = search_prober(plan)
+    measured = one_rate(ctx, plan, table, rate, proc, [probe])
+    return {**{k: v for k, v in measured.items() if k != probe.name}, **measured[probe.name]}
 
 
 def one_driver(ctx: Context, topic: str, table: str, backend: str) -> dict[str, Any]:
@@ -455,7 +421,7 @@ def one_driver(ctx: Context, topic: str, table: str, backend: str) -> dict[str, 
             time.sleep(2)  # the reset's changes reach the topic, then the driver applies them
             _wait_until(partial(_caught_up, plan), 600, proc, f"the {backend} latency driver never caught up")
             log.info("latency: %s at %d rows/s", backend, rate)
-            out["rates"].append(at_rate(ctx, plan, table, rate))
+            out["rates"].append(at_rate(ctx, plan, table, rate, proc))
             if proc.poll() is not None:
                 raise RuntimeError(f"the {backend} latency driver exited ({proc.returncode}); see its log")
         remote = plan.opensearch()

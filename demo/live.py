@@ -125,8 +125,6 @@ class ViewReaders:
     _warehouse_at: float = field(default=float("-inf"), init=False)
     _search: SearchReader | None = field(default=None, init=False)
 
-    VIEWS = ("cache", "search", "warehouse")
-
     def due(self) -> dict[str, NameReader]:
         readers: dict[str, NameReader] = {"cache": self.cache, "search": self.search}
         if time.monotonic() - self._warehouse_at >= self.warehouse_every_s:
