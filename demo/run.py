@@ -317,11 +317,15 @@ def live_phase(stack: StackHandle, cfg: DemoConfig, plans: list[JobPlan], store:
                 latest = latency
                 summary.samples.append(live.sample(gauge, started, seen_in, latency))
                 _note_recovery(summary, time.time() - started, latency)
-            # The kill waits for a steady baseline: a third of the phase and a change seen in every
-            # view (else a slow machine, whose restart outlasts the phase, has no steady latency of
-            # the slower views at all).
-            baseline = {s.view for s in summary.samples} >= set(live.VIEWS)
-            if summary.killed_at_s is None and time.time() - started > cfg.live_seconds / 3 and baseline:
+            # The kill waits for a steady baseline: a third of the phase, a change seen in every view
+            # and a batch of every job on its timeline (else a slow machine, whose restart outlasts the
+            # phase, has no steady latency or batch of the slower views at all).
+            if (
+                summary.killed_at_s is None
+                and time.time() - started > cfg.live_seconds / 3
+                and {s.view for s in summary.samples} >= set(live.VIEWS)
+                and all(_batch_since(plan, started) for plan in plans)
+            ):
                 view.console.print(
                     "[yellow]⚡ kill -9 the materializers' driver mid-stream, then start it again[/yellow]"
                 )
@@ -365,6 +369,12 @@ def note_time_spent(summary: Summary, plans: list[JobPlan], until: float) -> Non
             if summary.live_started_at <= e["at"] < killed or recovered + 5 <= e["at"] < until
         ]
         summary.steady_batches[plan.spec.name] = timeline.batch_medians(steady, 0.0, until)
+
+
+def _batch_since(plan: JobPlan, since: float) -> bool:
+    """Whether the job's timeline holds a batch that ended at `since` or later (the driver records
+    its batches when it polls their progress, a moment after the views show them)."""
+    return any(e["event"] == "batch" and e["at"] >= since for e in timeline.read(plan.job_dir))
 
 
 def _live_until(cfg: DemoConfig, killed_at_s: float | None) -> float:
