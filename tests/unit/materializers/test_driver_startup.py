@@ -53,7 +53,7 @@ def test_the_driver_jit_is_quick_unless_asked_and_a_bad_value_is_refused() -> No
     from materializers.errors import MaterializerError
     from materializers.spark_session import jit_options
 
-    assert jit_options({}) == "-XX:TieredStopAtLevel=1"
+    assert jit_options({}) == "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
     assert jit_options({"MATERIALIZERS_DRIVER_JIT": "full"}) == ""
     with pytest.raises(MaterializerError, match=r"quick .* or full"):
         jit_options({"MATERIALIZERS_DRIVER_JIT": "c2"})
