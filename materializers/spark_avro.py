@@ -6,13 +6,17 @@ of one decoded batch at once (the cache in a thread of its own), and each plan t
 `from_avro` node evaluates that one shared `CreateMap` again: two at once put their keys into the same
 builder, and the batch fails with `DUPLICATED_MAP_KEY` (or `requirement failed`) — seen in CI once
 in a full run, reproduced by two threads joining one decoded frame (1 to 10 failures in 80 plans).
-A literal map is a value, read and never built, so the race has nothing to share.
+A literal map is a value, read and never built, so the race has nothing to share. pyspark has no
+Python spelling for one (`lit` of a dict fails), so it is made in the JVM: Spark classic, as the
+job's driver is (its `foreachBatch` runs Python over py4j).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
+
+from materializers.errors import MaterializerError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -30,13 +34,13 @@ def from_avro(body: Column, writer_schema: str, reader_schema: str | None = None
 
 
 def literal_map(entries: Mapping[str, str]) -> Column:
-    """A `map<string,string>` literal (pyspark has no Python spelling for one: `lit` of a dict fails)."""
+    """A `map<string,string>` literal."""
     from pyspark import SparkContext
     from pyspark.sql.column import Column as PyColumn
 
     jvm = SparkContext._jvm
     if jvm is None:
-        raise RuntimeError("a Spark literal needs a SparkSession: build the session first")
+        raise MaterializerError("a Spark literal needs a running SparkSession: build the session first")
     value = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(dict(entries))
     kind = jvm.org.apache.spark.sql.types.DataType.fromDDL("map<string,string>")
     literal = jvm.org.apache.spark.sql.catalyst.expressions.Literal.create(value, kind)
