@@ -224,7 +224,7 @@ def _terminate_all(procs: dict[str, subprocess.Popen[bytes]]) -> None:
 # ---------------------------------------------------------------------------------- materializers
 
 DRIVER = "materializers"  # the one Spark driver keeping every materializer
-BASELINE_WAIT_S = 120.0  # how long past the live phase the kill may wait for every view's first change
+BASELINE_WAIT_S = 120.0  # how long past the live phase the kill may wait for its baseline
 
 
 def job_plans(
