@@ -175,81 +175,130 @@ def decode(
     `event_types` (the ones the materializer folds) is an error.
 
     One projection decodes every schema id (`from_avro` under a CASE on the id, so each body is
-    parsed once, with its own writer schema); only the distinct ids are collected first.
+    parsed once, with its own writer schema); only the distinct ids are collected first. A job
+    decoding batch after batch keeps an `EventDecoder` instead, which builds the expressions once.
     """
-    from pyspark.sql import functions as F
+    return EventDecoder(wanted, tuple(event_types))(df, schemas)
 
-    base = df.where(F.col("value").isNotNull()).select(
-        *SOURCE_COLUMNS,
-        "timestamp",
-        event_shape.stream_id().alias("entity"),
-        event_shape.stream_version().alias("version"),
-        event_shape.event_type().alias("event_type"),
-        event_shape.has_wire_header().alias("framed"),
-        event_shape.schema_id().alias("schema_id"),
-    )
-    envelope_error = (
-        F.when(F.col("entity").isNull(), F.lit("record key (stream id) is missing"))
-        .when(
-            F.col("version").isNull() | (F.col("version") < 1),
-            F.lit("header stream-version is missing or not a positive integer"),
+
+# The decoder's projections, applied in order: the envelope, the bodies, the decoded frame.
+_Projections = tuple[list["Column"], list["Column"], list["Column"]]
+
+
+@dataclass(slots=True)
+class EventDecoder:
+    """`decode` for one materializer's `wanted` fields and `event_types`, as a `Transform`: its Spark
+    expressions are built for the writer schemas known so far and reused while no new one appears
+    (they name columns only, so they bind to every batch alike). Building them anew cost a live
+    batch most of its time: hundreds of py4j round trips."""
+
+    wanted: Mapping[str, str]
+    event_types: tuple[str, ...]
+    _built: dict[tuple[int, ...], _Projections] = field(default_factory=dict, init=False, repr=False)
+
+    def __call__(self, df: DataFrame, schemas: WriterSchemas) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        present = df.where(F.col("value").isNotNull())
+        # Trusting the cache, even an empty one (a restarted driver): a record of an id not known yet
+        # comes back as an error row with its schema_id, and the caller decodes again once it learned it.
+        texts = schemas.known() if schemas.assume_known else self._ids_of(present, schemas)
+        known = tuple(sorted(texts))
+        if known not in self._built:
+            self._built = {known: self._build(texts)}  # only the newest set is used again
+        envelope, bodies, decoded = self._built[known]
+        return present.select(*envelope).select(*bodies).select(*decoded)
+
+    def _ids_of(self, present: DataFrame, schemas: WriterSchemas) -> dict[int, str]:
+        """The writer schemas of the batch's well-formed records (one small Spark job for their ids)."""
+        envelope = self._envelope()
+        framed = (
+            present.select(*envelope).where(self._envelope_error().isNull()).select("schema_id").distinct()
         )
-        .when(F.col("event_type").isNull(), F.lit("header event-type is missing"))
-        .when(
-            ~F.col("framed"), F.lit("value is not in Confluent wire format (magic byte 0 + 4-byte schema id)")
-        )
-        .when(
-            ~F.col("event_type").isin(*event_types),
-            F.concat(
-                F.lit("unknown event type "), F.col("event_type"), F.lit(f"; known: {', '.join(event_types)}")
-            ),
-        )
-    )
-    # Trusting the cache, even an empty one (a restarted driver): a record of an id not known yet
-    # comes back as an error row with its schema_id, and the caller decodes again once it learned it.
-    texts = schemas.known() if schemas.assume_known else None
-    if texts is None:
-        framed = base.where(envelope_error.isNull()).select("schema_id").distinct()
         ids = sorted(int(r["schema_id"]) for r in framed.collect())
         schemas.learn(ids)
-        texts = {sid: text for sid in ids if (text := schemas.known().get(sid)) is not None}
-    bodies = {
-        sid: F.when(F.col("schema_id") == sid, spark_avro.from_avro(event_shape.avro_body(), text))
-        for sid, text in texts.items()
-    }
-    decoded = base.select("*", *[body.alias(f"_e{sid}") for sid, body in bodies.items()])
-    sid = F.col("schema_id").cast("string")
-    known = F.col("schema_id").isin(*texts) if texts else F.lit(False)
-    # A body cut short comes back from PERMISSIVE from_avro as a struct of nulls, not as null: a
-    # required field left null is what tells it apart from a record that decoded.
-    decodes = reduce(
-        operator.or_,
-        [
-            reduce(operator.and_, [F.col(f"_e{i}.`{n}`").isNotNull() for n in required_fields(text)],
-                   F.col(f"_e{i}").isNotNull())
-            for i, text in texts.items()
-        ],
-        F.lit(False),
-    )  # fmt: skip
-    error = envelope_error.when(~known, F.concat(F.lit("schema id "), sid, F.lit(NOT_KNOWN))).when(
-        ~decodes, F.concat(F.lit("Avro body does not decode with writer schema id "), sid)
-    )
+        return {sid: text for sid in ids if (text := schemas.known().get(sid)) is not None}
 
-    declared = {i: field_names(text) for i, text in texts.items()}
+    @staticmethod
+    def _envelope() -> list[Column]:
+        from pyspark.sql import functions as F
 
-    def field(name: str, kind: str) -> Column:
-        present = [F.col(f"_e{i}.`{name}`") for i, names in declared.items() if name in names]
-        return (F.coalesce(*present) if present else F.lit(None)).cast(kind).alias(name)
+        return [
+            *[F.col(c) for c in (*SOURCE_COLUMNS, "timestamp")],
+            event_shape.stream_id().alias("entity"),
+            event_shape.stream_version().alias("version"),
+            event_shape.event_type().alias("event_type"),
+            event_shape.has_wire_header().alias("framed"),
+            event_shape.schema_id().alias("schema_id"),
+        ]
 
-    return decoded.select(
-        "entity",
-        F.lpad(F.col("version").cast("string"), positions.WIDTH, "0").alias("position"),
-        "event_type",
-        F.col("timestamp").alias("event_ts"),
-        *source_coordinates(error),
-        *[field(n, t) for n, t in wanted.items()],
-        "schema_id",
-    )
+    def _envelope_error(self) -> Column:
+        from pyspark.sql import functions as F
+
+        return (
+            F.when(F.col("entity").isNull(), F.lit("record key (stream id) is missing"))
+            .when(
+                F.col("version").isNull() | (F.col("version") < 1),
+                F.lit("header stream-version is missing or not a positive integer"),
+            )
+            .when(F.col("event_type").isNull(), F.lit("header event-type is missing"))
+            .when(
+                ~F.col("framed"),
+                F.lit("value is not in Confluent wire format (magic byte 0 + 4-byte schema id)"),
+            )
+            .when(
+                ~F.col("event_type").isin(*self.event_types),
+                F.concat(
+                    F.lit("unknown event type "),
+                    F.col("event_type"),
+                    F.lit(f"; known: {', '.join(self.event_types)}"),
+                ),
+            )
+        )
+
+    def _build(self, texts: Mapping[int, str]) -> _Projections:
+        from pyspark.sql import functions as F
+
+        bodies = [
+            F.when(F.col("schema_id") == sid, spark_avro.from_avro(event_shape.avro_body(), text)).alias(
+                f"_e{sid}"
+            )
+            for sid, text in texts.items()
+        ]
+        sid = F.col("schema_id").cast("string")
+        known = F.col("schema_id").isin(*texts) if texts else F.lit(False)
+        # A body cut short comes back from PERMISSIVE from_avro as a struct of nulls, not as null: a
+        # required field left null is what tells it apart from a record that decoded.
+        decodes = reduce(
+            operator.or_,
+            [
+                reduce(operator.and_, [F.col(f"_e{i}.`{n}`").isNotNull() for n in required_fields(text)],
+                       F.col(f"_e{i}").isNotNull())
+                for i, text in texts.items()
+            ],
+            F.lit(False),
+        )  # fmt: skip
+        error = (
+            self._envelope_error()
+            .when(~known, F.concat(F.lit("schema id "), sid, F.lit(NOT_KNOWN)))
+            .when(~decodes, F.concat(F.lit("Avro body does not decode with writer schema id "), sid))
+        )
+        declared = {i: field_names(text) for i, text in texts.items()}
+
+        def wanted_field(name: str, kind: str) -> Column:
+            present = [F.col(f"_e{i}.`{name}`") for i, names in declared.items() if name in names]
+            return (F.coalesce(*present) if present else F.lit(None)).cast(kind).alias(name)
+
+        decoded = [
+            F.col("entity"),
+            F.lpad(F.col("version").cast("string"), positions.WIDTH, "0").alias("position"),
+            F.col("event_type"),
+            F.col("timestamp").alias("event_ts"),
+            *source_coordinates(error),
+            *[wanted_field(n, t) for n, t in self.wanted.items()],
+            F.col("schema_id"),
+        ]
+        return self._envelope(), [F.col("*"), *bodies], decoded
 
 
 def learn_topic_schemas(schemas: WriterSchemas, topic: str) -> None:

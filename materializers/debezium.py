@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from materializers.avro_events import WriterSchemas
 
 ROW_OPS = ("c", "u", "r")
-# The decoder's projections, applied in order: framing, documents, parsed, projected.
-_Expressions = tuple[list["Column"], list["Column"], list["Column"], list["Column"]]
+# The decoder's projections, applied in order: framing, Avro documents, JSON documents, parsed, projected.
+_Expressions = tuple[list["Column"], list["Column"], list["Column"], list["Column"], list["Column"]]
 
 
 ENVELOPE_FIELDS = ("schema", "payload")
@@ -104,6 +104,18 @@ def _error(payload: Column, entity: Column, unfit: Column, avro: Column) -> Colu
     )
 
 
+def _kept_apart(document: str) -> Column:
+    """An Avro document carried past the JSON projection, read twice so that Spark's CollapseProject
+    does not merge the two projections (it inlines an expensive expression read once). `from_json` has
+    no generated code (CodegenFallback), so a projection holding it runs interpreted, generating its
+    code in every task, and `from_avro` evaluated there builds its options per task: each a new Hadoop
+    Configuration parsing Hadoop's XML defaults (~20 ms) per writer schema. Apart, the `from_avro`
+    projection is whole-stage generated on the driver, its options shipped with it."""
+    from pyspark.sql import functions as F
+
+    return F.when(F.col(document).isNotNull(), F.col(document)).alias(document)
+
+
 def unfit_message(data_ddl: str) -> str:
     return (
         f"a value does not fit its column's type in the materializer's DDL ({data_ddl}); "
@@ -140,8 +152,14 @@ class Decoder:
         known = tuple(sorted(texts))
         if known not in self._built:
             self._built = {known: self._build(texts)}  # only the newest set is used again
-        framing, documents, parsed, projected = self._built[known]
-        return present.select(*framing).select(*documents).select(*parsed).select(*projected)
+        framing, avro_documents, json_documents, parsed, projected = self._built[known]
+        return (
+            present.select(*framing)
+            .select(*avro_documents)
+            .select(*json_documents)
+            .select(*parsed)
+            .select(*projected)
+        )
 
     def _build(self, texts: Mapping[int, str]) -> _Expressions:
         from pyspark.sql import functions as F
@@ -156,15 +174,16 @@ class Decoder:
         # Each record is parsed by one reader only: a framed one reaches from_json as null (a CASE
         # around from_json instead slowed JSON decoding down).
         json_key = F.from_json(F.when(~F.col("_kf"), F.col("key").cast("string")), key_schema(key_column))
-        documents = [
+        avro_documents = avro.documents()
+        json_documents = [
             *carried_over,
+            *[_kept_apart(d) for d in avro.document_names()],
             F.from_json(
                 F.when(~F.col("_vf"), F.col("value").cast("string")),
                 f"{value_schema(self.data_ddl, self.with_before)}, `{UNFIT}` string",
                 {"columnNameOfCorruptRecord": UNFIT},
             ).alias("_value"),
             json_key.alias("_key"),
-            *avro.documents(),
         ]
         value, key = F.col("_value"), F.col("_key")
         plain_key = key[key_column] if key_column not in ENVELOPE_FIELDS else F.lit(None)
@@ -215,7 +234,7 @@ class Decoder:
             avro.schema_id().alias("schema_id"),
             *([F.col("p.before").alias(BEFORE), F.col("p.op").alias(CHANGE_OP)] if self.with_before else []),
         ]
-        return framing, documents, parsed, projected
+        return framing, [*carried_over, *avro_documents], json_documents, parsed, projected
 
     def _change_fields(self) -> tuple[str, ...]:
         return CHANGE_FIELDS_WITH_BEFORE if self.with_before else CHANGE_FIELDS

@@ -104,6 +104,10 @@ class AvroForms:
 
         return [*[read("v", i) for i in self.envelopes], *[read("k", i) for i in self.keys]]
 
+    def document_names(self) -> list[str]:
+        """The columns `documents` names, in its order."""
+        return [*[f"_v{i}" for i in self.envelopes], *[f"_k{i}" for i in self.keys]]
+
     def _row_names(self) -> list[str]:
         return [avro_columns.avro_name(c) for c in self.data_columns]
 

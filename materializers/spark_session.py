@@ -51,6 +51,10 @@ CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+    # pyspark records the Python call site of every `functions` call for error messages: ~4 py4j
+    # round trips each (session, conf, set, clear), most of the time a job spent building a batch's
+    # decode (bench/results/batch-overhead.md).
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 # Spark's defaults (200 shuffle partitions, 50 Delta snapshot partitions) schedule mostly empty tasks
 # for a materializer's small batches; the master's parallelism is what the work can use.

@@ -100,18 +100,29 @@ def _patch_columns() -> tuple[Column, Column]:
     return sets, dels
 
 
-def transform(df: DataFrame, schemas: WriterSchemas) -> DataFrame:
-    from pyspark.sql import functions as F
+class OrderDecoder:
+    """The orders materializer's decoder (a `Transform`): the events decoded, with their patches. One
+    per job: the expressions are built once and reused for every batch."""
 
-    sets, dels = _patch_columns()
-    return (
-        avro_events.decode(df, schemas=schemas, wanted=WANTED, event_types=EVENT_TYPES)
-        .withColumn("op", F.lit("patch"))
-        .withColumn("set_fields", sets)
-        .withColumn("del_fields", dels)
-        .withColumn("keep_fields", F.array().cast("array<string>"))  # events always carry their fields
-        .select(*CHANGE_COLUMNS, "src_key", "src_value", "error", "event_type", *WANTED, "schema_id")
-    )
+    def __init__(self) -> None:
+        self.events = avro_events.EventDecoder(WANTED, EVENT_TYPES)
+        self._patches: list[Column] = []
+
+    def __call__(self, df: DataFrame, schemas: WriterSchemas) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        if not self._patches:
+            sets, dels = _patch_columns()
+            self._patches = [
+                F.lit("patch").alias("op"),
+                sets.alias("set_fields"),
+                dels.alias("del_fields"),
+                F.array().cast("array<string>").alias("keep_fields"),  # events always carry their fields
+            ]
+        decoded = self.events(df, schemas).select("*", *self._patches)
+        return decoded.select(
+            *CHANGE_COLUMNS, "src_key", "src_value", "error", "event_type", *WANTED, "schema_id"
+        )
 
 
 ORDERS = Materializer(
@@ -120,7 +131,7 @@ ORDERS = Materializer(
     default_topic="eventstore.order.events",
     default_table="",
     data_ddl=DATA_DDL,
-    decoder=lambda: transform,  # per batch: the writer schema ids differ
+    decoder=OrderDecoder,
     sequential=True,
     current_table=False,
     event_types=EVENT_TYPES,

@@ -35,6 +35,21 @@ def decodes_avro(frame: Any) -> bool:
     return "from_avro(" in frame._jdf.queryExecution().analyzed().toString()
 
 
+def physical_plan(frame: Any) -> str:
+    """`frame`'s physical plan, every field printed (Spark truncates long projections by default)."""
+    return str(frame._jdf.queryExecution().executedPlan().treeString(False, False, 100_000, False, False))
+
+
+def interpreted_avro_readers(frame: Any) -> list[str]:
+    """The physical operators evaluating `from_avro` outside whole-stage generated code (their line
+    of the plan lacks the `*(n)` stage mark): such an operator generates its code in every task, and
+    every `from_avro` there parses Hadoop's XML defaults for its options, per task."""
+    plan = physical_plan(frame)
+    return [
+        line[:120] for line in plan.splitlines() if "from_avro(" in line and not re.search(r"\*\(\d+\)", line)
+    ]
+
+
 def test_from_avro_reads_permissively_with_its_reader_schema(spark: Any) -> None:
     from pyspark.sql import functions as F
 
@@ -59,26 +74,57 @@ def test_the_change_decoder_plans_no_map_builder(spark: Any) -> None:
     assert decodes_avro(frame) and built_maps(frame) == []
 
 
-def test_the_event_decoder_plans_no_map_builder_and_decodes_from_two_threads(spark: Any) -> None:
+def test_both_decoders_read_avro_in_generated_code(spark: Any) -> None:
+    texts = {int(k): v for k, v in captured("avro")["schemas"].items()}
+    decoder = dbz.Decoder(
+        data_columns=("c_int", "c_text"), data_ddl="c_int int, c_text string", key_column="id"
+    )
+    changes = decoder(spark.createDataFrame(torture_rows("avro"), SOURCE), known(texts))
+    events = avro_events.decode(
+        event_source(spark, 3), schemas=order_schemas(), wanted={"customer_id": "string"},
+        event_types=("order.created",),
+    )  # fmt: skip
+    for frame in (changes, events):
+        assert "from_avro(" in physical_plan(frame)
+        assert interpreted_avro_readers(frame) == []
+    # and they still decode: every torture record but the tombstone is a change or an error row (the
+    # test that decodes them value for value: test_debezium_avro), every event decodes
+    assert changes.count() == len([r for r in torture_rows("avro") if r[1] is not None])
+    assert [r["customer_id"] for r in events.collect()] == ["c"] * 3
+
+
+def order_schemas() -> WriterSchemas:
+    """The order.created writer schema as id 7, trusted (no registry)."""
+    found = OrderedDict({7: order_schema_text("order.created")})
+    return WriterSchemas("http://127.0.0.1:9/unused", True, SchemaCache(found=found))
+
+
+def event_source(spark: Any, count: int) -> Any:
+    """`count` order.created records (schema id 7) as the Kafka source's rows."""
     from pyspark.sql import functions as F
 
-    text = order_schema_text("order.created")
+    schema = parse_schema(json.loads(order_schema_text("order.created")))
     records = [
         event_shape.encode_record(
             stream_id=f"o-{n}", version=1, event_type="order.created", schema_id=7,
-            schema=parse_schema(json.loads(text)), data={"order_id": f"o-{n}", "customer_id": "c"},
+            schema=schema, data={"order_id": f"o-{n}", "customer_id": "c"},
         )
-        for n in range(20)
+        for n in range(count)
     ]  # fmt: skip
-    source = spark.createDataFrame(
+    return spark.createDataFrame(
         [(k.encode() if isinstance(k, str) else k, v, h, "t", 0, n) for n, (k, v, h) in enumerate(records)],
         "key binary, value binary, headers array<struct<key: string, value: binary>>, topic string, "
         "partition int, offset long",
     ).withColumn("timestamp", F.current_timestamp())
-    schemas = WriterSchemas("http://127.0.0.1:9/unused", True, SchemaCache(found=OrderedDict({7: text})))
+
+
+def test_the_event_decoder_plans_no_map_builder_and_decodes_from_two_threads(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
     frame = avro_events.decode(
-        source, schemas=schemas, wanted={"customer_id": "string"}, event_types=("order.created",)
-    )
+        event_source(spark, 20), schemas=order_schemas(), wanted={"customer_id": "string"},
+        event_types=("order.created",),
+    )  # fmt: skip
     assert decodes_avro(frame) and built_maps(frame) == []
 
     # Two views' threads planning self-joins of one decoded frame: each copy of the decode reads
