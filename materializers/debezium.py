@@ -153,13 +153,9 @@ class Decoder:
         if known not in self._built:
             self._built = {known: self._build(texts)}  # only the newest set is used again
         framing, avro_documents, json_documents, parsed, projected = self._built[known]
-        return (
-            present.select(*framing)
-            .select(*avro_documents)
-            .select(*json_documents)
-            .select(*parsed)
-            .select(*projected)
-        )
+        framed = present.select(*framing)
+        read = framed.select(*avro_documents) if avro_documents else framed  # JSON only: no projection
+        return read.select(*json_documents).select(*parsed).select(*projected)
 
     def _build(self, texts: Mapping[int, str]) -> _Expressions:
         from pyspark.sql import functions as F
@@ -234,7 +230,8 @@ class Decoder:
             avro.schema_id().alias("schema_id"),
             *([F.col("p.before").alias(BEFORE), F.col("p.op").alias(CHANGE_OP)] if self.with_before else []),
         ]
-        return framing, [*carried_over, *avro_documents], json_documents, parsed, projected
+        avro_projection = [*carried_over, *avro_documents] if avro_documents else []
+        return framing, avro_projection, json_documents, parsed, projected
 
     def _change_fields(self) -> tuple[str, ...]:
         return CHANGE_FIELDS_WITH_BEFORE if self.with_before else CHANGE_FIELDS

@@ -100,13 +100,21 @@ class AvroForms:
             text = avro_columns.reader_schema(self.texts[sid])
             # only what the change is read from (avro_columns.envelope_reader says why)
             reader = avro_columns.envelope_reader(self.texts[sid], self._row_names()) if side == "v" else None
-            return F.when(framed, spark_avro.from_avro(body, text, reader)).alias(f"_{side}{sid}")
+            return F.when(framed, spark_avro.from_avro(body, text, reader))
 
-        return [*[read("v", i) for i in self.envelopes], *[read("k", i) for i in self.keys]]
+        return [read(side, sid).alias(name) for name, side, sid in self._named()]
 
     def document_names(self) -> list[str]:
         """The columns `documents` names, in its order."""
-        return [*[f"_v{i}" for i in self.envelopes], *[f"_k{i}" for i in self.keys]]
+        return [name for name, _, _ in self._named()]
+
+    def _named(self) -> list[tuple[str, str, int]]:
+        """(column, side, writer schema id) of each document: values (`v`) first, then keys (`k`)."""
+        return [
+            (f"_{side}{sid}", side, sid)
+            for side, ids in (("v", self.envelopes), ("k", self.keys))
+            for sid in ids
+        ]
 
     def _row_names(self) -> list[str]:
         return [avro_columns.avro_name(c) for c in self.data_columns]

@@ -52,8 +52,8 @@ CONF = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
     # pyspark records the Python call site of every `functions` call for error messages: ~4 py4j
-    # round trips each (session, conf, set, clear), most of the time a job spent building a batch's
-    # decode (bench/results/batch-overhead.md).
+    # round trips each (session, conf, set, clear), about half the time building a decode took
+    # (bench/results/batch-overhead.md). Spark's own messages still name the failing expression.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 # Spark's defaults (200 shuffle partitions, 50 Delta snapshot partitions) schedule mostly empty tasks
