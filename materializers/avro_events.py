@@ -190,7 +190,7 @@ class EventDecoder:
     """`decode` for one materializer's `wanted` fields and `event_types`, as a `Transform`: its Spark
     expressions are built for the writer schemas known so far and reused while no new one appears
     (they name columns only, so they bind to every batch alike). Building them anew cost a live
-    batch most of its time: hundreds of py4j round trips."""
+    batch most of its time: ~3,000 py4j round trips (bench/results/batch-overhead.md)."""
 
     wanted: Mapping[str, str]
     event_types: tuple[str, ...]
@@ -211,10 +211,8 @@ class EventDecoder:
 
     def _ids_of(self, present: DataFrame, schemas: WriterSchemas) -> dict[int, str]:
         """The writer schemas of the batch's well-formed records (one small Spark job for their ids)."""
-        envelope = self._envelope()
-        framed = (
-            present.select(*envelope).where(self._envelope_error().isNull()).select("schema_id").distinct()
-        )
+        well_formed = present.select(*self._envelope()).where(self._envelope_error().isNull())
+        framed = well_formed.select("schema_id").distinct()
         ids = sorted(int(r["schema_id"]) for r in framed.collect())
         schemas.learn(ids)
         return {sid: text for sid in ids if (text := schemas.known().get(sid)) is not None}
