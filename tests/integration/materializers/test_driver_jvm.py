@@ -3,11 +3,12 @@ where `locate_jars` found them, and partitions sized by the master, not by this 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from materializers.spark_session import SIZED_BY_PARALLELISM, locate_jars
+from materializers.spark_session import CHECKPOINT_FILES, SIZED_BY_PARALLELISM, locate_jars
 
 pytestmark = pytest.mark.integration
 
@@ -31,3 +32,41 @@ def test_jars_come_from_the_located_files_and_partitions_follow_the_master(spark
     # the fixture's master is local[2]: two cores, two partitions; nothing hard-wired
     assert spark.sparkContext.defaultParallelism == 2
     assert [spark.conf.get(key) for key in SIZED_BY_PARALLELISM] == ["2", "2"]
+
+
+def test_checkpoints_are_written_by_the_file_system_manager_and_resume(spark: Any, tmp_path: Path) -> None:
+    """The manager Spark resolves for a checkpoint path is the FileSystem-based one (Hadoop's
+    FileContext forks 20 processes per micro-batch on a local disk), and a query's checkpoint written
+    through it resumes: the second run starts at batch 1 with the second file only."""
+    jvm = spark.sparkContext._jvm
+    resolved = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager.create(
+        jvm.org.apache.hadoop.fs.Path(str(tmp_path / "probe")),
+        spark._jsparkSession.sessionState().newHadoopConf(),
+    )
+    assert resolved.getClass().getName() == CHECKPOINT_FILES["spark.sql.streaming.checkpointFileManagerClass"]
+    source, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
+    source.mkdir()
+    seen: list[tuple[int, list[int]]] = []
+
+    def run_once() -> None:
+        query = (
+            spark.readStream.schema("n long")
+            .json(str(source))
+            .writeStream.option("checkpointLocation", str(checkpoint))
+            .foreachBatch(
+                lambda batch, batch_id: seen.append((batch_id, sorted(r.n for r in batch.collect())))
+            )
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+
+    (source / "a.json").write_text('{"n": 1}\n{"n": 2}\n')
+    run_once()
+    (source / "b.json").write_text('{"n": 3}\n')
+    run_once()
+    assert seen == [(0, [1, 2]), (1, [3])]
+    assert sorted(p.name for p in (checkpoint / "commits").iterdir() if not p.name.startswith(".")) == [
+        "0",
+        "1",
+    ]
