@@ -29,11 +29,10 @@ from typing import Any
 from materializers import spark_session
 
 OUT = Path(__file__).parent / "results" / "checkpoint-files.json"
-KEY = "spark.sql.streaming.checkpointFileManagerClass"
-PACKAGE = "org.apache.spark.sql.execution.streaming.checkpointing"
+((KEY, OURS),) = spark_session.CHECKPOINT_FILES.items()  # what the materializers' session sets
 MANAGERS = {
-    "FileContext (Spark's default)": f"{PACKAGE}.FileContextBasedCheckpointFileManager",
-    "FileSystem (the materializers')": f"{PACKAGE}.FileSystemBasedCheckpointFileManager",
+    "FileContext (Spark's default)": OURS.rsplit(".", 1)[0] + ".FileContextBasedCheckpointFileManager",
+    "FileSystem (the materializers')": OURS,
 }
 STEPS = ("walCommit", "commitOffsets", "triggerExecution")
 

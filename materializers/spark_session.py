@@ -79,8 +79,8 @@ STATE_STORE = {
 # A query's checkpoint (a local path: `--checkpoint`, under the materializers' home) is written twice
 # per micro-batch (offsets, then commits). Spark's default manager goes through Hadoop's FileContext,
 # whose local file system without Hadoop's native library forks `readlink` 8 times and `chmod` twice
-# per file: 20 processes per batch, 110-120 ms of a live batch's fixed time on 2 quiet cores
-# (walCommit + commitOffsets 58 + 56 ms, 16 + 14 ms with this one). Spark's FileSystem-based manager
+# per file: 20 processes per batch, walCommit + commitOffsets 112 ms on 2 quiet cores, 24 ms with
+# this one (bench/results/checkpoint-files.md), more under load. Spark's FileSystem-based manager
 # renames with java.io (an atomic rename(2) on a local disk); left are the two `chmod`s of each file
 # and its checksum. Like every checkpoint, one query writes it at a time.
 CHECKPOINT_FILES = {
