@@ -716,8 +716,7 @@ def one_rate(
 def measure_latency(ctx: Context, fmt: str) -> dict[str, Any]:
     s, schema = ctx.settings, f"bench_cdcfmt_lat_{ctx.run_id}_{ident(fmt)}"
     ctx.cleanup.schemas.append(schema)
-    table, spec = captured_table(ctx.base("latency"), schema, s.latency_rows, {})
-    spec = replace(spec, format=fmt, registry=registry_for(fmt, s.endpoints))
+    table, spec = captured_table(ctx.base("latency"), schema, s.latency_rows, fmt)
     ctx.cleanup.specs.append(spec)
     ctx.cleanup.topic_prefixes.append(spec.topic_prefix + ".")  # its registry subjects, at the end
     redis_prefix = f"bench-cdcfmt-{ctx.run_id}-lat-{fmt}"
