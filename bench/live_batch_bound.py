@@ -3,8 +3,8 @@
 A micro-batch of at most `small_batch_rows` records is decoded into the driver by ONE Spark job and
 every view is written from there; a larger one takes the executors' path (the decoded batch
 persisted, then a Spark job per view, the cache through Python workers). On one machine the
-executors' path costs several seconds more per batch, so a driver that once falls past the bound
-(a slow first batch on a cold JVM is enough) takes longer over its next batch, which is then larger
+executors' path costs several seconds more per batch, so a driver whose batches once pass the bound
+(a burst, or a slow batch on a cold JVM) takes longer over its next batch, which is then larger
 still. This bench runs the same stream against both bounds in one run: 10,000 (the default before
 2026-11-28) and the default the package ships now (`materializers.config.SMALL_BATCH_ROWS`).
 

@@ -33,9 +33,10 @@ ENV_DRIVER_ROWS = "MATERIALIZERS_WAREHOUSE_DRIVER_ROWS"
 DRIVER_ROWS = 50_000
 ENV_SMALL_BATCH_ROWS = "MATERIALIZERS_SMALL_BATCH_ROWS"
 # As many records as the warehouse writes from the driver: both bound what the driver holds as Arrow.
-# A live driver that fell past a lower bound (10,000: a cold first batch was enough) took the
-# executors' path, seconds slower per batch on one machine, so its next batch was larger still: at
-# 2k rows/s its batches grew to 52k records and its p99 to ~42 s (bench/results/live-batch-bound.md).
+# A live driver whose batches passed a lower bound (10,000) took the executors' path, seconds slower
+# per batch on one machine, so its next batch was larger still: at 2k rows/s with three views its
+# batches grew to 25k records, p99 25.5 s, where 50,000 kept it on the driver's path and it caught up
+# (bench/results/live-batch-bound.md).
 SMALL_BATCH_ROWS = DRIVER_ROWS
 ENV_SEARCH_BACKEND = "MATERIALIZERS_SEARCH_BACKEND"
 SEARCH_BACKENDS = ("tantivy", "opensearch")
