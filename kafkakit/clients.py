@@ -86,6 +86,11 @@ def client_settings(
 # librdkafka's codes for a refused login: its own (-169) and the broker's SASL_AUTHENTICATION_FAILED.
 _AUTHENTICATION = frozenset({-169, 58})
 _SSL = -181
+# librdkafka also reports -169 when the connection drops during the SASL handshake ("mechanism
+# handshake failed: Local: Broker transport failure: broker's supported mechanisms: (n/a)"): no
+# credentials were checked, and it reconnects. Seen once on a busy machine after `cdc tail` had read
+# its record, which that process then reported as a refused login.
+_DROPPED = "broker transport failure"
 
 
 def access_refusal(code: int, reason: str, bootstrap: str, client_config: KafkaClientConfig) -> str | None:
@@ -94,7 +99,7 @@ def access_refusal(code: int, reason: str, bootstrap: str, client_config: KafkaC
     Names the service, the setting and the fix; `reason` is librdkafka's text, which holds no secret.
     """
     where = f"Kafka at {bootstrap} ({client_config.security_protocol}, {client_config.origin})"
-    if code in _AUTHENTICATION:
+    if code in _AUTHENTICATION and _DROPPED not in reason.lower():
         return (
             f"{where} refused the {client_config.sasl_mechanism} login of user "
             f"{client_config.sasl_username!r}: {reason}. Check the user name and password "
