@@ -11,12 +11,15 @@ streaming query per variant in batches of `--batch` records (maxOffsetsPerTrigge
 decoded and brought to the driver as Arrow inside `foreachBatch`, as a job does. Variants:
 - raw: the records without decoding (the floor: Spark's Kafka source and the Arrow collect);
 - the decoder built anew each batch / built once and reused (`OrderDecoder`, `avro_events.EventDecoder`);
+- the decode part of the streaming query itself, built once when it starts (what a job does now):
+  `foreachBatch` gets the batch decoded and only brings it to the driver;
 - with pyspark's call-site capture (Spark's default: `spark.python.sql.dataFrameDebugging.enabled`;
   the materializers' session turns it off) and without. The capture is pyspark's Python wrapper around
   every `functions` call; the bench switches that wrapper's cached flag, which is all the setting
   decides for a classic session.
 Two rounds, the variants in order then reversed; median ms per batch over the last half of each
-round's `--batches` (the first half warms the JVM). Results:
+round's `--batches` (the first half warms the JVM). `query plan` is Spark's own planning of the
+batch before `foreachBatch` (its progress's `queryPlanning`), counted in every variant's total. Results:
 bench/results/batch-overhead.json + .md. Needs `make up` (Kafka only).
 """
 
@@ -46,7 +49,7 @@ from materializers.config import RunConfig
 from shop.orders import EVENT_TYPES, OrderDecoder
 
 OUT = Path(__file__).parent / "results" / "batch-overhead.json"
-PHASES = ("build", "optimize", "plan", "run", "total")
+PHASES = ("query_plan", "build", "optimize", "plan", "run", "total")
 DATA = {
     "order.created": {"customer_id": "c-1"},
     "order.line_added": {"sku": "sku-1", "quantity": 2, "unit_price_cents": 250},
@@ -85,8 +88,8 @@ def set_call_site_capture(on: bool) -> None:
 Decode = Callable[[Any], Any]
 
 
-def variants(texts: dict[int, str]) -> dict[str, tuple[bool, Callable[[], Decode]]]:
-    """name -> (call-site capture on, a factory of the per-batch decode)."""
+def variants(texts: dict[int, str]) -> dict[str, tuple[bool, Callable[[], Decode], bool]]:
+    """name -> (call-site capture on, a factory of the decode, whether the query itself decodes)."""
     schemas = WriterSchemas("http://127.0.0.1:9/unused", True, SchemaCache(found=OrderedDict(texts)))
 
     def raw() -> Decode:
@@ -100,19 +103,20 @@ def variants(texts: dict[int, str]) -> dict[str, tuple[bool, Callable[[], Decode
         return lambda batch: decoder(batch, schemas)
 
     return {
-        "raw records (no decode)": (False, raw),
-        "built each batch, call sites captured (before)": (True, rebuilt),
-        "built each batch, no call sites": (False, rebuilt),
-        "built once, call sites captured": (True, reused),
-        "built once, no call sites (now)": (False, reused),
+        "raw records (no decode)": (False, raw, False),
+        "built each batch, call sites captured (before)": (True, rebuilt, False),
+        "built each batch, no call sites": (False, rebuilt, False),
+        "built once, call sites captured": (True, reused, False),
+        "built once, no call sites": (False, reused, False),
+        "decoded in the query (now)": (False, reused, True),
     }
 
 
 def one_variant(
-    spark: Any, bootstrap: str, topic: str, decode: Decode, batch: int, batches: int
+    spark: Any, bootstrap: str, topic: str, decode: Decode, in_query: bool, batch: int, batches: int
 ) -> list[dict[str, float]]:
     """Phases (ms) of each of the query's first `batches` batches."""
-    timings: list[dict[str, float]] = []
+    timings: dict[int, dict[str, float]] = {}
     done = threading.Event()
 
     def each(frame: Any, batch_id: int) -> None:
@@ -120,7 +124,7 @@ def one_variant(
             done.set()
             return
         began = time.perf_counter()
-        decoded = decode(frame)
+        decoded = frame.select("*") if in_query else decode(frame)
         built = time.perf_counter()
         execution = decoded._jdf.queryExecution()
         execution.optimizedPlan()
@@ -130,11 +134,11 @@ def one_variant(
         decoded.toArrow()
         ran = time.perf_counter()
         marks = (began, built, optimized, planned, ran)
-        steps = zip(PHASES[:-1], marks[:-1], marks[1:], strict=True)
-        timings.append({p: (b - a) * 1000 for p, a, b in steps} | {"total": (ran - began) * 1000})
+        steps = zip(PHASES[1:-1], marks[:-1], marks[1:], strict=True)
+        timings[batch_id] = {p: (b - a) * 1000 for p, a, b in steps} | {"total": (ran - began) * 1000}
 
     with tempfile.TemporaryDirectory() as checkpoint:
-        query = (
+        source = (
             spark.readStream.format("kafka")
             .option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", topic)
@@ -143,6 +147,9 @@ def one_variant(
             .option("maxOffsetsPerTrigger", str(batch))
             .option("kafka.fetch.max.wait.ms", "10")
             .load()
+        )
+        query = (
+            (decode(source) if in_query else source)
             .writeStream.option("checkpointLocation", checkpoint)
             .foreachBatch(each)
             .trigger(processingTime="0 seconds")
@@ -152,7 +159,12 @@ def one_variant(
             if not query.isActive:
                 raise RuntimeError(f"the bench's query stopped: {query.exception()}")
         query.stop()
-    return timings
+        for progress in query.recentProgress:
+            if int(progress["batchId"]) in timings:
+                planned_ms = float(progress["durationMs"].get("queryPlanning", 0))
+                timing = timings[int(progress["batchId"])]
+                timing.update(query_plan=planned_ms, total=timing["total"] + planned_ms)
+    return [timings[b] for b in sorted(timings) if "query_plan" in timings[b]]
 
 
 def medians(timings: list[dict[str, float]]) -> dict[str, float]:
@@ -169,13 +181,13 @@ def render(res: dict[str, Any]) -> str:
         f"events ({res['records']} records, 5 writer schemas, {res['partitions']} partitions), batches of "
         f"{res['batch']} records, two rounds of {res['batches']} batches per variant (in order, then reversed); "
         "median ms per batch over the last half of each round.", "",
-        "| variant | build | optimise | plan | run | total | vs before | over raw |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| variant | query plan | build | optimise | plan | run | total | vs before | over raw |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]  # fmt: skip
     for name, m in by.items():
         over = f"{m['total'] - floor:+}" if name != "raw records (no decode)" else "-"
         lines.append(
-            f"| {name} | {m['build']} | {m['optimize']} | {m['plan']} | {m['run']} | {m['total']} "
+            f"| {name} | {m['query_plan']} | {m['build']} | {m['optimize']} | {m['plan']} | {m['run']} | {m['total']} "
             f"| {before / max(m['total'], 1):.2f}x | {over} |"
         )
     return "\n".join(lines) + "\n"
@@ -204,9 +216,9 @@ def main(argv: list[str] | None = None) -> int:
         # Round 1 in order, round 2 reversed: no variant gets only the warmest JVM.
         for order in (list(every), list(reversed(every))):
             for name in order:
-                capture, factory = every[name]
+                capture, factory, in_query = every[name]
                 set_call_site_capture(capture)
-                timings = one_variant(spark, bootstrap, topic, factory(), args.batch, args.batches)
+                timings = one_variant(spark, bootstrap, topic, factory(), in_query, args.batch, args.batches)
                 steady[name] += timings[len(timings) // 2 :]  # the first half warms the JVM
                 print(name, medians(steady[name]), flush=True)
         set_call_site_capture(False)

@@ -149,7 +149,7 @@ def print_time_spent(console: Console, summary: Summary) -> None:
 PHASES = (("process_s", "driver process"), ("session_s", "Spark session"), ("query_s", "query started"),
           ("batch_s", "first batch committed"))  # fmt: skip
 # The steps a batch's time is split into: the views' own (inside Spark's addBatch), then Spark's.
-STEPS = ("plan", "decode_to_driver", "decode", "dead_letters", "cache", "collect", "search", "warehouse", "optimize",
+STEPS = ("decode_to_driver", "decode_again", "decode", "dead_letters", "cache", "collect", "search", "warehouse", "optimize",
          "latestOffset", "queryPlanning", "getBatch", "walCommit", "commitOffsets")  # fmt: skip
 
 

@@ -25,15 +25,16 @@ H_OFFSET = "dlq-source-offset"
 H_MATERIALIZER = "dlq-materializer"
 
 
-def rejects_frame(batch: DataFrame, rejects: Sequence[Reject]) -> DataFrame:
-    """Error rows for changes a view refused, their original bytes taken back from the raw batch.
+def rejects_frame(raw: DataFrame, rejects: Sequence[Reject]) -> DataFrame:
+    """Error rows for changes a view refused, their original bytes taken from `raw` (the Kafka records
+    read back at their coordinates: `Job._raw_records`).
 
     Views are handed coordinates only: shipping every record's bytes through the shuffle and to
     the Python workers, for the rare refusal, cost more than the rest of the change.
     """
-    refused = batch.sparkSession.createDataFrame(list(rejects), REJECT_DDL)
+    refused = raw.sparkSession.createDataFrame(list(rejects), REJECT_DDL)
     return refused.join(
-        batch.select("topic", "partition", "offset", "key", "value"), ["topic", "partition", "offset"]
+        raw.select("topic", "partition", "offset", "key", "value"), ["topic", "partition", "offset"]
     )
 
 

@@ -6,11 +6,16 @@ Guarantees: every view is idempotent per change (positions) and per micro-batch 
 txn), so the at-least-once replays of Structured Streaming (a batch re-run after a crash, a restart
 from older offsets) leave every view as if each record was applied once.
 Order inside a micro-batch (`process_batch`), before Spark commits the batch to its checkpoint:
-1. decode in the JVM (from_json / from_avro) into one frame of changes + error rows: a small batch
-   into Arrow in the driver (`_in_driver`, one Spark job), a larger one persisted (a job whose only
-   view is `single_pass` decodes and applies in one pass instead: see process_batch). Avro: the first
-   two decode with the writer schemas already known, and again when the batch showed a new id
-   (`schema_id`); the one-pass path asks the batch for its ids first;
+1. decode in the JVM (from_json / from_avro) into one frame of changes + error rows. The decode is
+   part of the streaming query itself, built once with the writer schemas known when the query
+   starts: Spark hands every batch over decoded (a decode built per batch cost a live batch ~0.2-0.3 s
+   of plan analysis in the driver, seconds on a cold JVM). A small batch goes into Arrow in the driver
+   (`_in_driver`, one Spark job), a larger one is persisted (a job whose only view is `single_pass`
+   applies it in one pass instead: see process_batch). Records whose writer schema the query did not
+   know come out as error rows with their `schema_id`: the job learns the new ids from the registry,
+   reads those records again from Kafka by their offsets and decodes them knowing the new schemas,
+   and the runner restarts the query after that batch so that later batches decode them in one pass
+   (`stale`, runner.py);
 2. error rows -> dead-letter topic;
 3. the views: `parallel` ones (the Redis cache, from the executors through Arrow: CDC upserts where
    Spark read them, a fold's patches partitioned by entity and sorted by version) in a thread of
@@ -60,6 +65,7 @@ log = logging.getLogger(__name__)
 IDENTITY_FILE = "job.json"
 B = TypeVar("B", TableBatch, FrameBatch)  # the batch of one path, as every view of the job gets it
 FIELD_MAPS = ("set_fields", "del_fields")  # only the cache reads them; they repeat every data value
+COORDINATES = ("topic", "partition", "offset")  # a Kafka record's place
 
 # Debezium's JSON records carry their schema (~2.5 KB each): the consumer's default 1 MiB per
 # partition fetch meant a round trip per ~400 records.
@@ -196,6 +202,8 @@ class Job:
         )
         self.decode = plan.spec.decoder()
         self.app_id = ""
+        self.streamed: frozenset[int] = frozenset()  # the writer schemas the running query decodes with
+        self._start: StartPosition | None = None  # where a new checkpoint begins, for `restart`
         self.dead_letters = 0
         self.clock = StepClock()  # the views' steps per batch, for the driver's timeline
 
@@ -249,13 +257,35 @@ class Job:
             ViewUnavailable, SourceUnavailable, CheckpointMismatch: as `prepare`.
         """
         self.prepare()
+        self._start = pinned_start(self.plan) or start
+        return self._query(available_now)
+
+    def stale(self) -> bool:
+        """Whether the job knows writer schemas the running query does not decode with: their records
+        are read and decoded twice in every batch (`_decoded_again`) until `restart`."""
+        return not set(self.schemas.known()) <= self.streamed
+
+    def restart(self, *, available_now: bool = False) -> StreamingQuery:
+        """Start the query again, decoding with every writer schema known now; it resumes from the
+        checkpoint (the caller stopped the previous one between batches)."""
+        return self._query(available_now)
+
+    def _query(self, available_now: bool) -> StreamingQuery:
+        assert self._start is not None, "start() first"
+        schemas = self.schemas.trusting_cache()
+        decoded = self.decode(source_stream(self.spark, self.plan, self._start), schemas)
+        self.streamed = frozenset(schemas.known())
         writer = (
-            source_stream(self.spark, self.plan, pinned_start(self.plan) or start)
+            self._unread(decoded)
             .writeStream.queryName(f"{self.plan.spec.name}-{self.app_id[-8:]}")
             .option("checkpointLocation", str(self.plan.checkpoint))
             .foreachBatch(self.process_batch)
         )
         return triggered(writer, self.plan, available_now).start()
+
+    def _unread(self, decoded: DataFrame) -> DataFrame:
+        """`decoded` without the field maps when no view reads them (they repeat every data value)."""
+        return decoded if self._reads(*FIELD_MAPS) else decoded.drop(*FIELD_MAPS)
 
     # --- one micro-batch ---------------------------------------------------------------------------
 
@@ -264,7 +294,7 @@ class Job:
         batch whole in the driver (`apply_table`), a large one as a DataFrame (`apply_frame`).
 
         Parameters:
-            batch: the raw Kafka records Spark planned for this batch.
+            batch: the Kafka records Spark planned for this batch, decoded (the query's decode).
             batch_id: Spark's id for it, growing within the checkpoint; re-run with the same id
                 after a crash, which is what the views' idempotence keys on.
         """
@@ -301,19 +331,14 @@ class Job:
             decoded.unpersist()
 
     def _decoded_persisted(self, batch: DataFrame, batch_id: int) -> tuple[DataFrame, int, int]:
-        """The batch decoded and persisted, its row count and its error count.
+        """The decoded batch persisted, its row count and its error count.
 
-        Decoded with the writer schemas known so far, without a Spark job to collect the batch's ids
-        first: the count's own job gathers the `schema_id`s of the error rows, and a batch that
-        showed a new one is decoded again. Field maps no view reads are neither built nor cached
-        (they repeat every data value: building and caching them slowed a warehouse-only backfill
-        markedly)."""
+        The count's own job gathers the `schema_id`s of the error rows; a batch that showed a new one
+        has those records decoded again knowing it (`_decoded_again`)."""
         from pyspark.sql import functions as F
 
-        schemas = self.schemas.trusting_cache()
+        decoded = batch.persist()
         while True:
-            decoded = self.decode(batch, schemas)
-            decoded = (decoded if self._reads(*FIELD_MAPS) else decoded.drop(*FIELD_MAPS)).persist()
             aggregates = [F.count(F.lit(1)), F.count("error")]
             if "schema_id" in decoded.columns:
                 aggregates.append(F.collect_set(F.when(F.col("error").isNotNull(), F.col("schema_id"))))
@@ -324,7 +349,34 @@ class Job:
             # learn() is true only when it found an id it had never asked for, so this ends.
             if len(found) < 3 or not self.schemas.learn(found[2]):
                 return decoded, int(found[0]), int(found[1])
-            decoded.unpersist()  # a writer schema first seen in this batch: decode again knowing it
+            with self.clock.timed(batch_id, "decode_again"):
+                again = self._decoded_again(decoded).persist()
+                again.count()  # computed before the frame it reads is dropped
+            decoded.unpersist()
+            decoded = again
+
+    def _decoded_again(self, decoded: DataFrame) -> DataFrame:
+        """`decoded` with its error rows read again from Kafka and decoded with every writer schema
+        known now (a record whose schema id the decode did not know is an error row there)."""
+        from pyspark.sql import functions as F
+
+        failed = F.col("error").isNotNull()
+        coordinates = decoded.where(failed).select(*[F.col(f"src_{c}").alias(c) for c in COORDINATES])
+        again = self._unread(self.decode(self._raw_records(coordinates), self.schemas))
+        return decoded.where(~failed).unionByName(again)
+
+    def _raw_records(self, coordinates: DataFrame) -> DataFrame:
+        """The raw Kafka records at `coordinates` (topic, partition, offset; at least one), as the
+        source reads them: a batch read of the offset range they span, those kept. The query hands
+        over decoded rows only; the rare steps that need a record's bytes again (a new writer
+        schema, a dead letter) read it back from the topic."""
+        from pyspark.sql import functions as F
+
+        spans = coordinates.groupBy("topic", "partition").agg(F.min("offset"), F.max("offset")).collect()
+        bounds = [(str(t), int(p), int(low), int(high)) for t, p, low, high in spans]
+        reader = self.spark.read.format("kafka").options(**kafka_options(self.plan))
+        raw = reader.options(**positions.spark_range_options(bounds)).load()
+        return raw.join(coordinates, list(COORDINATES), "left_semi")
 
     def _small(self, batch_id: int) -> bool:
         """Whether the batch is small enough to apply whole from the driver (see `_in_driver`)."""
@@ -347,15 +399,16 @@ class Job:
 
         timed = self.clock.timed
         with timed(batch_id, "decode_to_driver"):
-            table = self._decoded_in_driver(batch, self.schemas.trusting_cache())
-        if "schema_id" in table.column_names:
-            if self.schemas.learn(table.column("schema_id").drop_null().to_pylist()):
-                with timed(batch_id, "decode_again"):  # a writer schema first seen in this batch
-                    table = self._decoded_in_driver(batch, self.schemas)
-            table = table.drop_columns(["schema_id"])
+            table = self._to_driver(batch)
         if "error" in table.column_names:
+            if "schema_id" in table.column_names:
+                failed = table.filter(pc.is_valid(table.column("error")))
+                if self.schemas.learn(failed.column("schema_id").drop_null().to_pylist()):
+                    with timed(batch_id, "decode_again"):  # a writer schema the query does not know
+                        table = self._again_in_driver(table)
+                table = table.drop_columns(["schema_id"])
             failed = table.filter(pc.is_valid(table.column("error")))
-            self._dead_letter_rejects(batch, [
+            self._dead_letter_rejects([
                 (r["src_topic"], r["src_partition"], r["src_offset"], r["error"]) for r in failed.to_pylist()
             ])  # fmt: skip
             table = table.filter(pc.is_null(table.column("error"))).drop_columns(["error"])
@@ -365,24 +418,37 @@ class Job:
             self._failpoint("before-views", batch_id)
             whole = TableBatch(spark=batch.sparkSession, app_id=self.app_id, batch_id=batch_id, table=table)
             rejects = self._apply_all(batch_id, {view.name: whole for view in self.views}, Job._table)
-            self._dead_letter_rejects(batch, rejects)
+            self._dead_letter_rejects(rejects)
             self._failpoint("after-views", batch_id)
         self._compact(batch.sparkSession, batch_id, table.num_rows)
 
-    def _decoded_in_driver(self, batch: DataFrame, schemas: WriterSchemas) -> pa.Table:
-        """The batch decoded, as Arrow in the driver: the columns the views read (one Spark job)."""
+    def _to_driver(self, decoded: DataFrame) -> pa.Table:
+        """Decoded rows as Arrow in the driver: the columns the views read (one Spark job)."""
         from pyspark.sql import functions as F
 
-        decoded = self.decode(batch, schemas)
-        # Dead letters re-read src_key/src_value; only the cache reads the field maps.
-        dropped = {"src_key", "src_value", *(() if self._reads(*FIELD_MAPS) else FIELD_MAPS)}
+        # A dead letter's bytes are read back from Kafka (`_raw_records`).
         derived = (
             {"event_date": F.to_date("event_ts")} if self._reads("event_date") else {}
         )  # as Spark's path
-        columns = [F.col(f"`{c}`") for c in decoded.columns if c not in dropped and c not in derived]
+        columns = [
+            F.col(f"`{c}`") for c in decoded.columns if c not in {"src_key", "src_value"} and c not in derived
+        ]
         columns += [value.alias(name) for name, value in derived.items()]
         # One projection: each Dataset operation is an analysis of its own (~20 ms of a live batch).
         return decoded.select(*columns).toArrow()
+
+    def _again_in_driver(self, table: pa.Table) -> pa.Table:
+        """`_decoded_again` for a batch in the driver: its error rows read again and decoded."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        failed = pc.is_valid(table.column("error"))
+        coordinates = table.filter(failed).select([f"src_{c}" for c in COORDINATES])
+        raw = self._raw_records(self.spark.createDataFrame(coordinates.rename_columns(list(COORDINATES))))
+        again = self._to_driver(self._unread(self.decode(raw, self.schemas)))
+        return pa.concat_tables(
+            [table.filter(pc.invert(failed)), again.select(table.column_names).cast(table.schema)]
+        )
 
     def _ordered(self, changes: DataFrame) -> DataFrame:
         # A fold's patches apply in version order: one task per stream, sorted. CDC upserts commute.
@@ -413,28 +479,29 @@ class Job:
             for view in self.views
         }
         rejects = self._apply_all(batch_id, batches, Job._frame)
-        self._dead_letter_rejects(batch, rejects)
+        self._dead_letter_rejects(rejects)
         self._failpoint("after-views", batch_id)
 
     def _single_pass(self, batch: DataFrame, batch_id: int) -> None:
-        """The one-pass path: decoded with the writer schemas known so far (no Spark job to ask the
-        batch for its ids first: for a JSON topic it was a second read of every batch), applied,
-        and only if records were refused, their schema ids looked up (a small job over the refused
-        ones). One not asked for before makes the batch decode and apply again knowing it: the view
-        is idempotent, so what it applied the first time is not applied twice."""
-        schemas = self.schemas.trusting_cache()
+        """The one-pass path: the decoded batch applied as it comes, and only if records were refused,
+        their raw records read back (a small job over the refused ones) for their schema ids. One not
+        asked for before makes those records decode and apply again knowing it: the view is
+        idempotent, so what it applied the first time is not applied twice."""
+        decoded = batch.drop("schema_id")
         while True:
-            with self.clock.timed(batch_id, "plan"):
-                decoded = self.decode(batch, schemas).drop("schema_id")
             batches = {
                 v.name: FrameBatch(spark=batch.sparkSession, app_id=self.app_id, batch_id=batch_id,
                                    changes=self._ordered(decoded), rows=None)
                 for v in self.views
             }  # fmt: skip
             rejects = self._apply_all(batch_id, batches, Job._frame)
-            if not rejects or not self.schemas.learn(refused_schema_ids(batch, rejects)):
+            if not rejects:
                 break
-        self._dead_letter_rejects(batch, rejects)
+            refused = self._raw_records(coordinates_frame(self.spark, rejects))
+            if not self.schemas.learn(schema_ids(refused)):
+                break
+            decoded = self._unread(self.decode(refused, self.schemas)).drop("schema_id")
+        self._dead_letter_rejects(rejects)
         self._failpoint("after-views", batch_id)
 
     @staticmethod
@@ -481,9 +548,11 @@ class Job:
                 for view in self.views:
                     view.compact(spark, rows)
 
-    def _dead_letter_rejects(self, batch: DataFrame, rejects: Sequence[Reject]) -> None:
+    def _dead_letter_rejects(self, rejects: Sequence[Reject]) -> None:
+        """Refused changes to the dead-letter topic, their original bytes read back from Kafka."""
         if rejects:
-            self._dead_letter(dead_letters.rejects_frame(batch, rejects), len(rejects))
+            raw = self._raw_records(coordinates_frame(self.spark, rejects))
+            self._dead_letter(dead_letters.rejects_frame(raw, rejects), len(rejects))
 
     def _dead_letter(self, errors: DataFrame, count: int) -> None:
         dead_letters.write(
@@ -522,25 +591,29 @@ class Job:
         return runner.run([self], start, available_now=available_now)
 
 
+def kafka_options(plan: JobPlan) -> dict[str, str]:
+    """The Spark Kafka source's options for the plan's cluster, streaming or batch."""
+    return {
+        "kafka.bootstrap.servers": plan.config.endpoints.kafka_bootstrap_servers,
+        # the Java client's SASL/TLS settings, as `kafka.*`
+        **plan.config.endpoints.kafka_client.spark_options(),
+        "includeHeaders": "true",
+        **SOURCE_FETCH,
+    }
+
+
 def source_stream(spark: SparkSession, plan: JobPlan, start: StartPosition) -> DataFrame:
     """The plan's topic as a streaming frame from `start` (a checkpoint that committed resumes instead)."""
-    bootstrap, kafka_client = (
+    partitions = topic_partitions(
         plan.config.endpoints.kafka_bootstrap_servers,
-        plan.config.endpoints.kafka_client,
+        plan.topic,
+        client_config=plan.config.endpoints.kafka_client,
     )
-    partitions = topic_partitions(bootstrap, plan.topic, client_config=kafka_client)
     options = positions.spark_start_options(start, {plan.topic: partitions})
-    reader = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .options(**kafka_client.spark_options())  # the Java client's SASL/TLS settings, as `kafka.*`
-        .option("subscribe", plan.topic)
-        .option("includeHeaders", "true")
-        .options(**SOURCE_FETCH, **options)
-    )
+    reader = spark.readStream.format("kafka").options(**kafka_options(plan)).option("subscribe", plan.topic)
     if plan.config.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(plan.config.max_offsets_per_trigger))
-    return reader.load()
+    return reader.options(**options).load()
 
 
 def triggered(writer: DataStreamWriter, plan: JobPlan, available_now: bool) -> DataStreamWriter:
@@ -550,15 +623,19 @@ def triggered(writer: DataStreamWriter, plan: JobPlan, available_now: bool) -> D
     return writer.trigger(processingTime=plan.config.trigger)
 
 
-def refused_schema_ids(batch: DataFrame, rejects: Sequence[Reject]) -> list[int]:
-    """The registry ids framing the keys and values of the refused records (few: one small job)."""
+def coordinates_frame(spark: SparkSession, rejects: Sequence[Reject]) -> DataFrame:
+    """The refused records' places (topic, partition, offset) as a frame."""
+    return spark.createDataFrame([r[:3] for r in rejects], "topic string, partition int, offset long")
+
+
+def schema_ids(raw: DataFrame) -> list[int]:
+    """The registry ids framing the keys and values of raw records (few: one small job)."""
     from pyspark.sql import functions as F
 
     from materializers import event_shape
 
-    refused = dead_letters.rejects_frame(batch, rejects)
     ids = [
         F.when(event_shape.has_wire_header(side), event_shape.schema_id(side)).alias(side)
         for side in ("key", "value")
     ]
-    return sorted({i for row in refused.select(*ids).collect() for i in row if i is not None})
+    return sorted({i for row in raw.select(*ids).collect() for i in row if i is not None})

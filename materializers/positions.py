@@ -58,6 +58,25 @@ def decide(stored: str | None, incoming: str, *, sequential: bool) -> Decision:
     return Decision.APPLY
 
 
+def spark_range_options(bounds: Sequence[tuple[str, int, int, int]]) -> dict[str, str]:
+    """Spark Kafka batch-read options for the records `low` to `high` (both included) of each
+    `(topic, partition, low, high)`; every partition named once."""
+    assign: dict[str, list[int]] = {}
+    starting: dict[str, dict[str, int]] = {}
+    ending: dict[str, dict[str, int]] = {}
+    for topic, partition, low, high in bounds:
+        if low < 0 or high < low or str(partition) in starting.get(topic, {}):
+            raise ValueError(f"not one range of offsets of {topic}-{partition}: {low}..{high}")
+        assign.setdefault(topic, []).append(partition)
+        starting.setdefault(topic, {})[str(partition)] = low
+        ending.setdefault(topic, {})[str(partition)] = high + 1  # Spark's ending offsets are exclusive
+    return {
+        "assign": json.dumps(assign, sort_keys=True),
+        "startingOffsets": json.dumps(starting, sort_keys=True),
+        "endingOffsets": json.dumps(ending, sort_keys=True),
+    }
+
+
 def spark_start_options(start: StartPosition, partitions: Mapping[str, Sequence[int]]) -> dict[str, str]:
     """Spark Kafka source options for a start position over the job's input topics.
 

@@ -7,7 +7,8 @@ status file, stop file and dead letters; they share the session, its JVM and its
 Isolation: a query that fails is reported `failed` in its own status and the others keep running; a
 stop request (`materializers stop NAME`, the job's stop file) stops only that query, after its batch;
 SIGTERM/SIGINT stops every query, each after its current batch. The driver exits when no query runs,
-with 1 if any failed.
+with 1 if any failed. A query whose job learnt writer schemas it does not decode with (a column added
+in the source) is stopped after its batch and started again from its checkpoint (job.py, step 1).
 
 `check_distinct` refuses, before anything starts, plans that would write into each other: a name
 twice, or two materializers sharing a checkpoint or a Redis prefix.
@@ -73,6 +74,7 @@ class _Running:
     done: bool = False
     recorded: int = -1  # the last batch id written to the job's timeline
     seen: object = None  # the timestamp of the last progress polled
+    available_now: bool = False
 
 
 def run(jobs: Sequence[Job | AggregateJob], start: StartPosition, *, available_now: bool = False) -> int:
@@ -104,7 +106,7 @@ def _begin(job: Job | AggregateJob, start: StartPosition, available_now: bool) -
     )
     status.write(plan.job_dir, current)
     lifecycle.stop_file(plan.job_dir).unlink(missing_ok=True)
-    r = _Running(job=job, status=current)
+    r = _Running(job=job, status=current, available_now=available_now)
     try:
         r.query = job.start(start, available_now=available_now)
     except Exception as exc:  # one job that cannot start must not keep the others from running
@@ -124,16 +126,41 @@ def _poll(r: _Running) -> None:
         _finish(r, graceful=True)
     else:
         r.status = _publish(r, r.query.lastProgress)
+        if not isinstance(r.job, AggregateJob) and r.job.stale():
+            _restart(r, r.job)
+
+
+def _restart(r: _Running, job: Job) -> None:
+    """A query whose job learnt writer schemas it does not decode with (a column added in the source,
+    say): stopped after its batch and started again from its checkpoint, decoding with all of them.
+    Until then each batch read and decoded those records twice (job.py, step 1)."""
+    assert r.query is not None
+    log.info("materializer %s: restarting its query to decode new writer schemas", job.plan.spec.name)
+    _stop_between_batches(r.query)
+    r.status = _publish(r, r.query.lastProgress)  # the batch that ran meanwhile
+    error: BaseException | None = r.query.exception()
+    if error is None:
+        try:
+            r.query = job.restart(available_now=r.available_now)
+            return
+        except Exception as exc:
+            log.exception("materializer %s did not restart", job.plan.spec.name)
+            error = exc
+    _settle(r, error=error)
+
+
+def _stop_between_batches(query: StreamingQuery) -> None:
+    deadline = time.monotonic() + BATCH_GRACE_S
+    while query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    query.stop()
 
 
 def _finish(r: _Running, *, graceful: bool) -> None:
     """Stop the query (after its running batch when graceful) and publish its final state."""
     assert r.query is not None
     if graceful and r.query.isActive:
-        deadline = time.monotonic() + BATCH_GRACE_S
-        while r.query.status.get("isTriggerActive") and time.monotonic() < deadline:
-            time.sleep(0.2)
-        r.query.stop()
+        _stop_between_batches(r.query)
     error = r.query.exception()
     r.status = _publish(r, r.query.lastProgress)
     _settle(r, error=error)

@@ -173,3 +173,13 @@ def test_the_small_batch_bound_is_a_non_negative_count_from_flag_or_env() -> Non
     for bad in ("-1", "many", "1e3"):
         with pytest.raises(ConfigError, match="non-negative integer"):
             RunConfig.from_env({"MATERIALIZERS_SMALL_BATCH_ROWS": bad})
+
+
+def test_spark_range_options_read_each_partitions_range_with_its_last_offset_included() -> None:
+    options = positions.spark_range_options([("t", 1, 5, 9), ("t", 0, 3, 3), ("u", 2, 0, 4)])
+    assert json.loads(options["assign"]) == {"t": [1, 0], "u": [2]}
+    assert json.loads(options["startingOffsets"]) == {"t": {"1": 5, "0": 3}, "u": {"2": 0}}
+    assert json.loads(options["endingOffsets"]) == {"t": {"1": 10, "0": 4}, "u": {"2": 5}}  # exclusive
+    for bad in ([("t", 0, 5, 4)], [("t", 0, -1, 4)], [("t", 0, 1, 2), ("t", 0, 3, 4)]):
+        with pytest.raises(ValueError, match="not one range of offsets of t-0"):
+            positions.spark_range_options(bad)
