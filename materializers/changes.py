@@ -44,7 +44,6 @@ CHANGE_COLUMNS = (
     "src_offset",
 )
 SOURCE_COLUMNS = ("key", "value", "topic", "partition", "offset")
-ERROR_COLUMNS = (*SOURCE_COLUMNS, "error")
 
 
 def source_coordinates(error: Column) -> list[Column]:
@@ -61,11 +60,13 @@ def source_coordinates(error: Column) -> list[Column]:
 
 def split(decoded: DataFrame) -> tuple[DataFrame, DataFrame]:
     """(changes, errors) of a decoded frame: changes keep CHANGE_COLUMNS and the data columns,
-    errors are ERROR_COLUMNS rows."""
+    errors are (topic, partition, offset, error) rows (their bytes are read back for a dead letter)."""
     from pyspark.sql import functions as F
 
     failed = F.col("error").isNotNull()
-    errors = decoded.where(failed).select(*[F.col(f"src_{c}").alias(c) for c in SOURCE_COLUMNS], "error")
+    errors = decoded.where(failed).select(
+        *[F.col(f"src_{c}").alias(c) for c in ("topic", "partition", "offset")], "error"
+    )
     return decoded.where(~failed).drop("src_key", "src_value", "error"), errors
 
 

@@ -16,7 +16,7 @@ from kafkakit.limits import DEAD_LETTER_MAX_RECORD_BYTES, producer_buffer_bytes
 from materializers.views.redis_cache import REJECT_DDL, Reject
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 H_ERROR = "dlq-error"
 H_TOPIC = "dlq-source-topic"
@@ -25,17 +25,11 @@ H_OFFSET = "dlq-source-offset"
 H_MATERIALIZER = "dlq-materializer"
 
 
-def rejects_frame(raw: DataFrame, rejects: Sequence[Reject]) -> DataFrame:
-    """Error rows for changes a view refused, their original bytes taken from `raw` (the Kafka records
-    read back at their coordinates: `Job._raw_records`).
-
-    Views are handed coordinates only: shipping every record's bytes through the shuffle and to
-    the Python workers, for the rare refusal, cost more than the rest of the change.
-    """
-    refused = raw.sparkSession.createDataFrame(list(rejects), REJECT_DDL)
-    return refused.join(
-        raw.select("topic", "partition", "offset", "key", "value"), ["topic", "partition", "offset"]
-    )
+def rejects_frame(spark: SparkSession, rejects: Sequence[Reject]) -> DataFrame:
+    """What views refused, as error rows (topic, partition, offset, error). Views are handed
+    coordinates only: shipping every record's bytes through the shuffle and to the Python workers,
+    for the rare refusal, cost more than the rest of the change."""
+    return spark.createDataFrame(list(rejects), REJECT_DDL)
 
 
 def write(

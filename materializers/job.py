@@ -276,16 +276,19 @@ class Job:
         decoded = self.decode(source_stream(self.spark, self.plan, self._start), schemas)
         self.streamed = frozenset(schemas.known())
         writer = (
-            self._unread(decoded)
+            self._kept(decoded)
             .writeStream.queryName(f"{self.plan.spec.name}-{self.app_id[-8:]}")
             .option("checkpointLocation", str(self.plan.checkpoint))
             .foreachBatch(self.process_batch)
         )
         return triggered(writer, self.plan, available_now).start()
 
-    def _unread(self, decoded: DataFrame) -> DataFrame:
-        """`decoded` without the field maps when no view reads them (they repeat every data value)."""
-        return decoded if self._reads(*FIELD_MAPS) else decoded.drop(*FIELD_MAPS)
+    def _kept(self, decoded: DataFrame) -> DataFrame:
+        """`decoded` without the columns no step reads: the field maps when no view reads them (they
+        repeat every data value), and an error row's bytes (`src_key`/`src_value`: a dead letter
+        reads them back from Kafka). Each copy of the decoder's error expression that the bytes'
+        columns carry was planned and code-generated again in every batch."""
+        return decoded.drop("src_key", "src_value", *(() if self._reads(*FIELD_MAPS) else FIELD_MAPS))
 
     # --- one micro-batch ---------------------------------------------------------------------------
 
@@ -317,7 +320,7 @@ class Job:
             changes = changes.drop("schema_id")
             if failed:
                 with timed(batch_id, "dead_letters"):
-                    self._dead_letter(errors, failed)
+                    self._dead_letter(self._with_bytes(errors), failed)
             if rows > failed:
                 self._failpoint("before-views", batch_id)
                 changes = self._ordered(changes)
@@ -362,7 +365,7 @@ class Job:
 
         failed = F.col("error").isNotNull()
         coordinates = decoded.where(failed).select(*[F.col(f"src_{c}").alias(c) for c in COORDINATES])
-        again = self._unread(self.decode(self._raw_records(coordinates), self.schemas))
+        again = self._kept(self.decode(self._raw_records(coordinates), self.schemas))
         return decoded.where(~failed).unionByName(again)
 
     def _raw_records(self, coordinates: DataFrame) -> DataFrame:
@@ -445,7 +448,7 @@ class Job:
         failed = pc.is_valid(table.column("error"))
         coordinates = table.filter(failed).select([f"src_{c}" for c in COORDINATES])
         raw = self._raw_records(self.spark.createDataFrame(coordinates.rename_columns(list(COORDINATES))))
-        again = self._to_driver(self._unread(self.decode(raw, self.schemas)))
+        again = self._to_driver(self._kept(self.decode(raw, self.schemas)))
         return pa.concat_tables(
             [table.filter(pc.invert(failed)), again.select(table.column_names).cast(table.schema)]
         )
@@ -497,10 +500,10 @@ class Job:
             rejects = self._apply_all(batch_id, batches, Job._frame)
             if not rejects:
                 break
-            refused = self._raw_records(coordinates_frame(self.spark, rejects))
+            refused = self._raw_records(dead_letters.rejects_frame(self.spark, rejects).select(*COORDINATES))
             if not self.schemas.learn(schema_ids(refused)):
                 break
-            decoded = self._unread(self.decode(refused, self.schemas)).drop("schema_id")
+            decoded = self._kept(self.decode(refused, self.schemas)).drop("schema_id")
         self._dead_letter_rejects(rejects)
         self._failpoint("after-views", batch_id)
 
@@ -549,10 +552,14 @@ class Job:
                     view.compact(spark, rows)
 
     def _dead_letter_rejects(self, rejects: Sequence[Reject]) -> None:
-        """Refused changes to the dead-letter topic, their original bytes read back from Kafka."""
         if rejects:
-            raw = self._raw_records(coordinates_frame(self.spark, rejects))
-            self._dead_letter(dead_letters.rejects_frame(raw, rejects), len(rejects))
+            self._dead_letter(self._with_bytes(dead_letters.rejects_frame(self.spark, rejects)), len(rejects))
+
+    def _with_bytes(self, errors: DataFrame) -> DataFrame:
+        """Error rows (topic, partition, offset, error) with their records' original key and value,
+        read back from Kafka: what a dead letter holds."""
+        raw = self._raw_records(errors.select(*COORDINATES)).select(*COORDINATES, "key", "value")
+        return errors.join(raw, list(COORDINATES))
 
     def _dead_letter(self, errors: DataFrame, count: int) -> None:
         dead_letters.write(
@@ -621,11 +628,6 @@ def triggered(writer: DataStreamWriter, plan: JobPlan, available_now: bool) -> D
     if available_now:
         return writer.trigger(availableNow=True)
     return writer.trigger(processingTime=plan.config.trigger)
-
-
-def coordinates_frame(spark: SparkSession, rejects: Sequence[Reject]) -> DataFrame:
-    """The refused records' places (topic, partition, offset) as a frame."""
-    return spark.createDataFrame([r[:3] for r in rejects], "topic string, partition int, offset long")
 
 
 def schema_ids(raw: DataFrame) -> list[int]:
