@@ -42,6 +42,20 @@ def parse_offsets(text: str) -> Offsets:
     return {t: {str(p): int(o) for p, o in parts.items()} for t, parts in found.items()}
 
 
+def initial_offsets(text: str) -> Offsets:
+    """The offsets the Kafka source started the query at, from its `sources/0/0` file's text (pure):
+    a NUL byte, a version line (`v1`), then `{"topic": {"partition": offset}}`."""
+    lines = [line for line in text.lstrip("\0").splitlines() if line.strip()]
+    if len(lines) != 2 or not lines[0].startswith("v"):
+        raise CheckpointMismatch(
+            "the Kafka source's initial offsets file (sources/0/0) has an unknown layout (expected a "
+            "version line and one JSON line); it was not written by this Spark version's Kafka source "
+            "— start from a new checkpoint"
+        )
+    found = json.loads(lines[1])
+    return {t: {str(p): int(o) for p, o in parts.items()} for t, parts in found.items()}
+
+
 def batch_ids(directory: Path) -> list[int]:
     """The batch ids a checkpoint log directory holds (Spark also keeps .crc and temp files there)."""
     if not directory.is_dir():
@@ -75,15 +89,18 @@ def lag(offsets: Offsets, ends: Offsets) -> int:
 
 
 def planned_records(checkpoint: Path, batch_id: int) -> int | None:
-    """At most how many records batch `batch_id` reads: its planned end offsets minus the previous
-    batch's, known before the batch runs (Spark writes `offsets/<n>` first). None when unknown: the
-    first batch (it starts wherever the query was told to), a partition the previous batch did not
-    have, or files already cleaned up. Compaction and transaction markers make the true count lower."""
-    if batch_id < 1:
-        return None
+    """At most how many records batch `batch_id` reads: its planned end offsets minus where it began,
+    known before the batch runs (Spark writes `offsets/<n>` first). The first batch begins at the
+    offsets the Kafka source resolved when the query started (`sources/0/0`), a later one where the
+    batch before it ended. None when unknown: a partition the batch before did not have, or files
+    already cleaned up. Compaction and transaction markers make the true count lower."""
     try:
         ends = parse_offsets((checkpoint / "offsets" / str(batch_id)).read_text())
-        begins = parse_offsets((checkpoint / "offsets" / str(batch_id - 1)).read_text())
+        begins = (
+            initial_offsets((checkpoint / "sources" / "0" / "0").read_text())
+            if batch_id == 0
+            else parse_offsets((checkpoint / "offsets" / str(batch_id - 1)).read_text())
+        )
     except FileNotFoundError:
         return None
     total = 0

@@ -70,7 +70,7 @@ class RunConfig:
     checkpoint: str = ""  # "" = <home>/<name>/checkpoint
     # which of the materializer's views this run keeps; () = all of them (the plan checks the names)
     views: tuple[str, ...] = ()
-    max_offsets_per_trigger: int = 0  # records per micro-batch; 0 = everything available
+    max_offsets_per_trigger: int = 0  # records per micro-batch; 0 = job.batch_cap decides
     # warehouse batches of at most this many changes are written from the driver (delta-rs), larger
     # ones by Spark; 0 = always Spark (a cluster whose driver cannot reach the table's path)
     warehouse_driver_rows: int = DRIVER_ROWS

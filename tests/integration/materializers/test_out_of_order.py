@@ -68,3 +68,25 @@ def test_older_positions_never_win(
     assert pairs == [("1", 200), ("1", 300), ("2", 100), ("2", 450), ("2", 500), ("3", 600), ("3", 700)]
     index = plan.search()
     assert index is not None and set(index.live_documents()) == {"1", "3"}
+
+
+def test_a_local_backfill_runs_in_batches_the_driver_applies_whole(
+    spark: Any, topics: Any, producer: Any, run_config: Any
+) -> None:
+    from materializers import checkpoint
+
+    topic = topics("mat-cap")
+    records = [debezium(i, 100 + i, "r", row(f"p{i}")) for i in range(1, 8)]
+    for key, value in records:
+        producer.produce(topic, key=key, value=value)
+    producer.flush()
+    # No --max-offsets-per-trigger: on the local master a batch holds at most --small-batch-rows records.
+    plan = JobPlan.of(PRODUCTS, run_config(topic=topic, small_batch_rows="3"))
+    job = run_once(spark, plan)
+
+    sizes = [checkpoint.planned_records(plan.checkpoint, b) for b in range(3)]
+    assert sizes == [3, 3, 1] and checkpoint.committed(plan.checkpoint).batch_id == 2
+    assert all("decode_to_driver" in job.clock.take(b) for b in range(3))  # the first batch too
+    current = query(plan.warehouse().current_path, "SELECT entity, name FROM t ORDER BY entity")
+    assert [(r["entity"], r["name"]) for r in current] == [(str(i), f"p{i}") for i in range(1, 8)]
+    assert plan.cache().read("7") == {"name": "p7", "description": "p7 desc", "price": "1.00", "stock": "1"}

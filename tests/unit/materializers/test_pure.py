@@ -183,3 +183,15 @@ def test_spark_range_options_read_each_partitions_range_with_its_last_offset_inc
     for bad in ([("t", 0, 5, 4)], [("t", 0, -1, 4)], [("t", 0, 1, 2), ("t", 0, 3, 4)]):
         with pytest.raises(ValueError, match="not one range of offsets of t-0"):
             positions.spark_range_options(bad)
+
+
+def test_a_local_master_caps_a_batch_at_what_the_driver_applies_whole() -> None:
+    from materializers.job import batch_cap
+
+    assert batch_cap(0, 50_000, "local[2]") == 50_000
+    assert batch_cap(0, 50_000, "local") == 50_000
+    assert batch_cap(0, 50_000, "local[*]") == 50_000
+    assert batch_cap(0, 50_000, "spark://master:7077") == 0  # a cluster: everything available
+    assert batch_cap(0, 50_000, "local-cluster[2,1,1024]") == 0  # separate executor processes
+    assert batch_cap(250_000, 50_000, "local[2]") == 250_000  # the user's cap wins
+    assert batch_cap(0, 0, "local[2]") == 0  # the driver's path is off: no cap either

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from materializers import timeline
+from materializers.errors import CheckpointMismatch
 from materializers.timeline import StepClock
 
 
@@ -83,6 +84,14 @@ def test_a_batch_size_is_known_from_its_planned_offsets_before_it_runs(tmp_path:
     ):
         (offsets / str(batch_id)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{parts}\n')
     assert checkpoint.planned_records(tmp_path, 1) == 15
-    assert checkpoint.planned_records(tmp_path, 0) is None  # began wherever the query was told to
+    assert checkpoint.planned_records(tmp_path, 0) is None  # no initial offsets on record
+    (tmp_path / "sources" / "0").mkdir(parents=True)
+    (tmp_path / "sources" / "0" / "0").write_text(
+        '\0v1\n{"t":{"0":4,"1":0}}'
+    )  # as the Kafka source writes it
+    assert checkpoint.planned_records(tmp_path, 0) == 11
     assert checkpoint.planned_records(tmp_path, 2) is None  # a partition the previous batch lacked
     assert checkpoint.planned_records(tmp_path, 3) is None  # not planned
+    (tmp_path / "sources" / "0" / "0").write_text('{"t":{"0":4}}')
+    with pytest.raises(CheckpointMismatch, match="sources/0/0"):
+        checkpoint.planned_records(tmp_path, 0)
