@@ -618,9 +618,8 @@ def source_stream(spark: SparkSession, plan: JobPlan, start: StartPosition) -> D
     )
     options = positions.spark_start_options(start, {plan.topic: partitions})
     reader = spark.readStream.format("kafka").options(**kafka_options(plan)).option("subscribe", plan.topic)
-    cap = batch_cap(
-        plan.config.max_offsets_per_trigger, plan.config.small_batch_rows, spark.sparkContext.master
-    )
+    master = spark.sparkContext.master or ""
+    cap = batch_cap(plan.config.max_offsets_per_trigger, plan.config.small_batch_rows, master)
     if cap:
         reader = reader.option("maxOffsetsPerTrigger", str(cap))
     return reader.options(**options).load()
