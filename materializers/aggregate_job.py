@@ -174,7 +174,9 @@ class AggregateJob:
         if self.current is not None:
             self.current.cache.check()
         self._learn_schemas()
-        raw = source_stream(self.spark, self.plan, start)
+        raw = source_stream(
+            self.spark, self.plan, start, max_offsets=self.plan.config.max_offsets_per_trigger
+        )
         aggregated = aggregate(raw, self.view, self.schemas.trusting_cache())
         self.app_id = claim_checkpoint(self.plan)
         self._resume_totals()

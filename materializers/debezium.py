@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from cdc.values import DEFAULT_UNAVAILABLE_PLACEHOLDER
 from materializers import debezium_avro, positions
@@ -139,6 +139,8 @@ class Decoder:
     contribution back (aggregate views over CDC).
     """
 
+    # Debezium's context headers (connector name, task, run id) carry nothing the decode reads.
+    reads_headers: ClassVar[bool] = False
     data_columns: tuple[str, ...]
     data_ddl: str
     key_column: str

@@ -35,7 +35,9 @@ if TYPE_CHECKING:
 
     from materializers.avro_events import WriterSchemas
 
-# Columns of the decoder's first projection: whether value/key are framed, and their ids.
+# Columns of the decoder's first projection: whether value/key are framed, and their ids' 4 bytes
+# (compared as bytes: Spark turns bytes into a number only by hex text and `conv`, which cost a tenth
+# of a backfill's decode when every record paid for it; only an error's message and `schema_id` do).
 FRAMING = ("_vf", "_vid", "_kf", "_kid")
 # Microsecond timestamps hold +-2^63 us: millis beyond this overflow (Spark would fail the batch).
 _MAX_MILLIS = (2**63 - 1) // 1000
@@ -52,9 +54,9 @@ def framing() -> list[Column]:
     )
     return [  # the ids only of framed records: a JSON record pays for one byte comparison
         value.alias("_vf"),
-        F.when(value, event_shape.schema_id("value")).alias("_vid"),
+        F.when(value, event_shape.schema_id_bytes("value")).alias("_vid"),
         key.alias("_kf"),
-        F.when(key, event_shape.schema_id("key")).alias("_kid"),
+        F.when(key, event_shape.schema_id_bytes("key")).alias("_kid"),
     ]
 
 
@@ -64,8 +66,11 @@ def writer_schemas(df: DataFrame, schemas: WriterSchemas) -> dict[int, str]:
     from pyspark.sql import functions as F
 
     if not schemas.assume_known:
-        framed = df.select(*framing()).where("_vf OR _kf")
-        both = F.array(F.when(F.col("_vf"), F.col("_vid")), F.when(F.col("_kf"), F.col("_kid")))
+        framed = df.select(*framing(), "key", "value").where("_vf OR _kf")
+        both = F.array(
+            F.when(F.col("_vf"), event_shape.schema_id("value")),
+            F.when(F.col("_kf"), event_shape.schema_id("key")),
+        )
         ids = framed.select(F.explode(both).alias("id")).where("id IS NOT NULL").distinct()
         schemas.learn(int(r["id"]) for r in ids.collect())
     return schemas.known()
@@ -95,7 +100,7 @@ class AvroForms:
 
         def read(side: str, sid: int) -> Column:
             column = "value" if side == "v" else "key"
-            framed = F.col(f"_{side}f") & (F.col(f"_{side}id") == sid)
+            framed = F.col(f"_{side}f") & (F.col(f"_{side}id") == _id_bytes(sid))
             body = event_shape.avro_body(column)
             text = avro_columns.reader_schema(self.texts[sid])
             # only what the change is read from (avro_columns.envelope_reader says why)
@@ -189,7 +194,7 @@ class AvroForms:
         from pyspark.sql import functions as F
 
         vf, kf = F.col("_vf"), F.col("_kf")
-        vid, kid = F.col("_vid").cast("string"), F.col("_kid").cast("string")
+        vid, kid = event_shape.schema_id("value").cast("string"), event_shape.schema_id("key").cast("string")
         envelopes, keys = self.envelopes, self.keys
         return (
             F.when(
@@ -215,15 +220,13 @@ class AvroForms:
         )  # fmt: skip
 
     def schema_id(self) -> Column:
-        """The id the job learns (`WriterSchemas.learn`): an unknown value or key id first, else the
-        value's id; null for a JSON record."""
+        """The id the job learns (`WriterSchemas.learn`): a value or key id the decode was not built
+        with, the value's first; null when both are known or not framed (a JSON record)."""
         from pyspark.sql import functions as F
 
         known = list(self.texts)
-        return (
-            F.when(F.col("_vf") & ~_among("_vid", known), F.col("_vid"))
-            .when(F.col("_kf") & ~_among("_kid", known), F.col("_kid"))
-            .when(F.col("_vf"), F.col("_vid"))
+        return F.when(F.col("_vf") & ~_among("_vid", known), event_shape.schema_id("value")).when(
+            F.col("_kf") & ~_among("_kid", known), event_shape.schema_id("key")
         )
 
 
@@ -290,7 +293,7 @@ def _case(id_column: str, by_id: Mapping[int, Column]) -> Column:
 
     out: Column | None = None
     for sid, expression in by_id.items():
-        here = F.col(id_column) == sid
+        here = F.col(id_column) == _id_bytes(sid)
         out = F.when(here, expression) if out is None else out.when(here, expression)
     return out if out is not None else F.lit(None)
 
@@ -298,7 +301,14 @@ def _case(id_column: str, by_id: Mapping[int, Column]) -> Column:
 def _among(id_column: str, ids: list[int]) -> Column:
     from pyspark.sql import functions as F
 
-    return F.col(id_column).isin(*ids) if ids else F.lit(False)
+    return F.col(id_column).isin(*[_id_bytes(i) for i in ids]) if ids else F.lit(False)
+
+
+def _id_bytes(sid: int) -> Column:
+    """A registry id as the 4 big-endian bytes of the framing, a binary literal."""
+    from pyspark.sql import functions as F
+
+    return F.lit(bytearray(sid.to_bytes(4, "big")))
 
 
 def _say(before: str, value: Column, after: str) -> Column:

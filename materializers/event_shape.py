@@ -77,6 +77,13 @@ def has_wire_header(column: str = "value") -> Column:
     return (F.length(column) > HEADER_SIZE) & (F.substring(column, 1, 1) == F.lit(bytes([MAGIC])))
 
 
+def schema_id_bytes(column: str = "value") -> Column:
+    """The 4 bytes of the registry id after the magic byte (binary; compare with the id's bytes)."""
+    from pyspark.sql import functions as F
+
+    return F.substring(column, 2, 4)
+
+
 def schema_id(column: str = "value") -> Column:
     """The 4-byte big-endian registry id after the magic byte, as a long."""
     from pyspark.sql import functions as F

@@ -201,6 +201,9 @@ class Job:
             plan.config.endpoints.schema_registry_url, auth=plan.config.endpoints.schema_registry_auth
         )
         self.decode = plan.spec.decoder()
+        # Spark's Kafka source converts every header of every record when asked to (Debezium adds four
+        # to each): only for a decoder that reads them (a decoder that does not say reads them).
+        self._headers: bool = getattr(self.decode, "reads_headers", True)
         self.app_id = ""
         self.streamed: frozenset[int] = frozenset()  # the writer schemas the running query decodes with
         self._start: StartPosition | None = None  # where a new checkpoint begins, for `restart`
@@ -273,7 +276,13 @@ class Job:
     def _query(self, available_now: bool) -> StreamingQuery:
         assert self._start is not None, "start() first"
         schemas = self.schemas.trusting_cache()
-        decoded = self.decode(source_stream(self.spark, self.plan, self._start), schemas)
+        cap = batch_cap(
+            self.plan.config.max_offsets_per_trigger,
+            self.plan.config.small_batch_rows,
+            self.spark.sparkContext.master or "",
+        )
+        raw = source_stream(self.spark, self.plan, self._start, max_offsets=cap, headers=self._headers)
+        decoded = self.decode(raw, schemas)
         self.streamed = frozenset(schemas.known())
         writer = (
             self._kept(decoded)
@@ -377,7 +386,7 @@ class Job:
 
         spans = coordinates.groupBy("topic", "partition").agg(F.min("offset"), F.max("offset")).collect()
         bounds = [(str(t), int(p), int(low), int(high)) for t, p, low, high in spans]
-        reader = self.spark.read.format("kafka").options(**kafka_options(self.plan))
+        reader = self.spark.read.format("kafka").options(**kafka_options(self.plan, headers=self._headers))
         raw = reader.options(**positions.spark_range_options(bounds)).load()
         return raw.join(coordinates, list(COORDINATES), "left_semi")
 
@@ -598,30 +607,33 @@ class Job:
         return runner.run([self], start, available_now=available_now)
 
 
-def kafka_options(plan: JobPlan) -> dict[str, str]:
-    """The Spark Kafka source's options for the plan's cluster, streaming or batch."""
+def kafka_options(plan: JobPlan, *, headers: bool = True) -> dict[str, str]:
+    """The Spark Kafka source's options for the plan's cluster, streaming or batch; `headers`:
+    whether its rows carry the records' headers."""
     return {
         "kafka.bootstrap.servers": plan.config.endpoints.kafka_bootstrap_servers,
         # the Java client's SASL/TLS settings, as `kafka.*`
         **plan.config.endpoints.kafka_client.spark_options(),
-        "includeHeaders": "true",
+        "includeHeaders": str(headers).lower(),
         **SOURCE_FETCH,
     }
 
 
-def source_stream(spark: SparkSession, plan: JobPlan, start: StartPosition) -> DataFrame:
-    """The plan's topic as a streaming frame from `start` (a checkpoint that committed resumes instead)."""
+def source_stream(
+    spark: SparkSession, plan: JobPlan, start: StartPosition, *, max_offsets: int, headers: bool = True
+) -> DataFrame:
+    """The plan's topic as a streaming frame from `start` (a checkpoint that committed resumes instead),
+    at most `max_offsets` records per batch (0: everything available)."""
     partitions = topic_partitions(
         plan.config.endpoints.kafka_bootstrap_servers,
         plan.topic,
         client_config=plan.config.endpoints.kafka_client,
     )
     options = positions.spark_start_options(start, {plan.topic: partitions})
-    reader = spark.readStream.format("kafka").options(**kafka_options(plan)).option("subscribe", plan.topic)
-    master = spark.sparkContext.master or ""
-    cap = batch_cap(plan.config.max_offsets_per_trigger, plan.config.small_batch_rows, master)
-    if cap:
-        reader = reader.option("maxOffsetsPerTrigger", str(cap))
+    reader = spark.readStream.format("kafka").options(**kafka_options(plan, headers=headers))
+    reader = reader.option("subscribe", plan.topic)
+    if max_offsets:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
     return reader.options(**options).load()
 
 
