@@ -822,7 +822,8 @@ def derive(results: dict[str, Any]) -> None:
     results["typed_format_wins"] = {f: w for f, w in wins.items() if f in TYPED}
     results["targets"] = targets(formats)
     typed_wins = {f: len(w) for f, w in wins.items() if f in TYPED}
-    results["recommended_default"] = max(typed_wins, key=lambda f: typed_wins[f]) if typed_wins else None
+    decided = any(typed_wins.values())  # a run of one format compares nothing
+    results["recommended_default"] = max(typed_wins, key=lambda f: typed_wins[f]) if decided else None
 
 
 def targets(formats: Mapping[str, Any]) -> dict[str, Any]:

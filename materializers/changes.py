@@ -44,6 +44,7 @@ CHANGE_COLUMNS = (
     "src_offset",
 )
 SOURCE_COLUMNS = ("key", "value", "topic", "partition", "offset")
+COORDINATES = ("topic", "partition", "offset")  # a Kafka record's place
 
 
 def source_coordinates(error: Column) -> list[Column]:
@@ -52,22 +53,21 @@ def source_coordinates(error: Column) -> list[Column]:
 
     failed = error.isNotNull()
     return [
-        *[F.col(c).alias(f"src_{c}") for c in ("topic", "partition", "offset")],
+        *[F.col(c).alias(f"src_{c}") for c in COORDINATES],
         *[F.when(failed, F.col(c)).alias(f"src_{c}") for c in ("key", "value")],
         error.alias("error"),
     ]
 
 
 def split(decoded: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(changes, errors) of a decoded frame: changes keep CHANGE_COLUMNS and the data columns,
-    errors are (topic, partition, offset, error) rows (their bytes are read back for a dead letter)."""
+    """(changes, errors) of a decoded frame without the records' bytes (`Job._kept`): changes keep
+    CHANGE_COLUMNS and the data columns, errors are (topic, partition, offset, error) rows (their
+    bytes are read back for a dead letter)."""
     from pyspark.sql import functions as F
 
     failed = F.col("error").isNotNull()
-    errors = decoded.where(failed).select(
-        *[F.col(f"src_{c}").alias(c) for c in ("topic", "partition", "offset")], "error"
-    )
-    return decoded.where(~failed).drop("src_key", "src_value", "error"), errors
+    errors = decoded.where(failed).select(*[F.col(f"src_{c}").alias(c) for c in COORDINATES], "error")
+    return decoded.where(~failed).drop("error"), errors
 
 
 def latest_per_entity(

@@ -48,7 +48,7 @@ from kafkakit.limits import DEAD_LETTER_MAX_RECORD_BYTES
 from kafkakit.positions import StartPosition, parse_offsets_json
 from materializers import checkpoint, dead_letters, failpoints, lifecycle, positions
 from materializers.avro_events import WriterSchemas, learn_topic_schemas
-from materializers.changes import split
+from materializers.changes import COORDINATES, split
 from materializers.errors import CheckpointMismatch, SourceUnavailable
 from materializers.plan import GENERATIONS_DIR as GENERATIONS_DIR
 from materializers.plan import JobPlan as JobPlan
@@ -65,7 +65,6 @@ log = logging.getLogger(__name__)
 IDENTITY_FILE = "job.json"
 B = TypeVar("B", TableBatch, FrameBatch)  # the batch of one path, as every view of the job gets it
 FIELD_MAPS = ("set_fields", "del_fields")  # only the cache reads them; they repeat every data value
-COORDINATES = ("topic", "partition", "offset")  # a Kafka record's place
 
 # Debezium's JSON records carry their schema (~2.5 KB each): the consumer's default 1 MiB per
 # partition fetch meant a round trip per ~400 records.
@@ -438,13 +437,10 @@ class Job:
         """Decoded rows as Arrow in the driver: the columns the views read (one Spark job)."""
         from pyspark.sql import functions as F
 
-        # A dead letter's bytes are read back from Kafka (`_raw_records`).
         derived = (
             {"event_date": F.to_date("event_ts")} if self._reads("event_date") else {}
         )  # as Spark's path
-        columns = [
-            F.col(f"`{c}`") for c in decoded.columns if c not in {"src_key", "src_value"} and c not in derived
-        ]
+        columns = [F.col(f"`{c}`") for c in decoded.columns if c not in derived]
         columns += [value.alias(name) for name, value in derived.items()]
         # One projection: each Dataset operation is an analysis of its own (~20 ms of a live batch).
         return decoded.select(*columns).toArrow()
