@@ -84,8 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument("--available-now", action="store_true", help="process what is there, then exit")
     start.add_argument(
         "--max-offsets-per-trigger",
-        help="cap on records per micro-batch (default: --small-batch-rows on a local master, where the "
-        "driver applies a batch fastest; all available on a cluster)",
+        help="cap on records per micro-batch (default: --small-batch-rows on a local master when the "
+        "warehouse or the Tantivy index is kept, where the driver applies a batch fastest; else all "
+        "available)",
     )
     start.add_argument(
         "--small-batch-rows",

@@ -275,10 +275,12 @@ class Job:
     def _query(self, available_now: bool) -> StreamingQuery:
         assert self._start is not None, "start() first"
         schemas = self.schemas.trusting_cache()
+        small = self.plan.config.small_batch_rows
         cap = batch_cap(
             self.plan.config.max_offsets_per_trigger,
-            self.plan.config.small_batch_rows,
+            small,
             self.spark.sparkContext.master or "",
+            collects=bool(small) and any(view.collects(small) for view in self.views),
         )
         raw = source_stream(self.spark, self.plan, self._start, max_offsets=cap, headers=self._headers)
         decoded = self.decode(raw, schemas)
@@ -633,19 +635,22 @@ def source_stream(
     return reader.options(**options).load()
 
 
-def batch_cap(max_offsets: int, small_batch_rows: int, master: str) -> int:
+def batch_cap(max_offsets: int, small_batch_rows: int, master: str, *, collects: bool) -> int:
     """Records per micro-batch at most (0: everything available): `max_offsets` when set (pure).
 
-    Unset, a local master caps a batch at what the driver applies whole (`small_batch_rows`): its
-    executors are threads of the driver's JVM, so a batch collected as Arrow costs a copy, and the
-    driver's writers (delta-rs, the views' Python) beat a Spark job per view there: a 600k-change
-    Avro warehouse backfill on local[2] in 75k-record batches ran 3.5k rows/s on the executors,
-    10.5k from the driver (bench/results/history.md). On a cluster a batch takes what is available
-    and a large one stays on the executors."""
+    Unset, a local master caps a batch at what the driver applies whole (`small_batch_rows`) when a
+    view `collects` a batch of that size into the driver anyway (the warehouse's delta-rs writes, the
+    Tantivy index): the executors are threads of the driver's JVM, so the batch collected as Arrow
+    costs a copy, and the driver's writers beat a Spark job per view there: a 600k-change Avro
+    warehouse backfill on local[2] in 75k-record batches ran 3.5k rows/s on the executors, 10.5k from
+    the driver (bench/results/history.md). Views written from the executors alone (the cache,
+    OpenSearch) keep large batches: the same backfill into OpenSearch ran 8.0k rows/s in 75k-record
+    batches on the executors, 6.0k in 50k-record batches from the driver. On a cluster a batch takes
+    what is available and a large one stays on the executors."""
     if max_offsets:
         return max_offsets
     local = master == "local" or master.startswith("local[")
-    return small_batch_rows if local else 0
+    return small_batch_rows if local and collects else 0
 
 
 def triggered(writer: DataStreamWriter, plan: JobPlan, available_now: bool) -> DataStreamWriter:

@@ -186,12 +186,16 @@ def test_spark_range_options_read_each_partitions_range_with_its_last_offset_inc
 
 
 def test_a_local_master_caps_a_batch_at_what_the_driver_applies_whole() -> None:
+    from functools import partial
+
     from materializers.job import batch_cap
 
-    assert batch_cap(0, 50_000, "local[2]") == 50_000
-    assert batch_cap(0, 50_000, "local") == 50_000
-    assert batch_cap(0, 50_000, "local[*]") == 50_000
-    assert batch_cap(0, 50_000, "spark://master:7077") == 0  # a cluster: everything available
-    assert batch_cap(0, 50_000, "local-cluster[2,1,1024]") == 0  # separate executor processes
-    assert batch_cap(250_000, 50_000, "local[2]") == 250_000  # the user's cap wins
-    assert batch_cap(0, 0, "local[2]") == 0  # the driver's path is off: no cap either
+    collecting = partial(batch_cap, collects=True)  # a view takes the batch into the driver anyway
+    assert collecting(0, 50_000, "local[2]") == 50_000
+    assert collecting(0, 50_000, "local") == 50_000
+    assert collecting(0, 50_000, "local[*]") == 50_000
+    assert collecting(0, 50_000, "spark://master:7077") == 0  # a cluster: everything available
+    assert collecting(0, 50_000, "local-cluster[2,1,1024]") == 0  # separate executor processes
+    assert collecting(250_000, 50_000, "local[2]") == 250_000  # the user's cap wins
+    assert collecting(0, 0, "local[2]") == 0  # the driver's path is off: no cap either
+    assert batch_cap(0, 50_000, "local[2]", collects=False) == 0  # executors' writers keep large batches
