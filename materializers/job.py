@@ -201,7 +201,8 @@ class Job:
         )
         self.decode = plan.spec.decoder()
         # Spark's Kafka source converts every header of every record when asked to (Debezium adds four
-        # to each): only for a decoder that reads them (a decoder that does not say reads them).
+        # to each), so they are asked for only when the decoder reads them; one that does not say so
+        # (`reads_headers`) is taken to read them.
         self._headers: bool = getattr(self.decode, "reads_headers", True)
         self.app_id = ""
         self.streamed: frozenset[int] = frozenset()  # the writer schemas the running query decodes with
