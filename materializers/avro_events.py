@@ -212,8 +212,8 @@ class EventDecoder:
     def _ids_of(self, present: DataFrame, schemas: WriterSchemas) -> dict[int, str]:
         """The writer schemas of the batch's well-formed records (one small Spark job for their ids)."""
         well_formed = present.select(*self._envelope()).where(self._envelope_error().isNull())
-        framed = well_formed.select("schema_id").distinct()
-        ids = sorted(int(r["schema_id"]) for r in framed.collect())
+        framed = well_formed.select("_sid").distinct()
+        ids = sorted(int.from_bytes(r["_sid"], "big") for r in framed.collect())
         schemas.learn(ids)
         return {sid: text for sid in ids if (text := schemas.known().get(sid)) is not None}
 
@@ -227,7 +227,7 @@ class EventDecoder:
             event_shape.stream_version().alias("version"),
             event_shape.event_type().alias("event_type"),
             event_shape.has_wire_header().alias("framed"),
-            event_shape.schema_id().alias("schema_id"),
+            event_shape.schema_id_bytes().alias("_sid"),  # compared as bytes: see FRAMING in debezium_avro
         ]
 
     def _envelope_error(self) -> Column:
@@ -258,13 +258,15 @@ class EventDecoder:
         from pyspark.sql import functions as F
 
         bodies = [
-            F.when(F.col("schema_id") == sid, spark_avro.from_avro(event_shape.avro_body(), text)).alias(
-                f"_e{sid}"
-            )
+            F.when(
+                F.col("_sid") == event_shape.schema_id_literal(sid),
+                spark_avro.from_avro(event_shape.avro_body(), text),
+            ).alias(f"_e{sid}")
             for sid, text in texts.items()
         ]
-        sid = F.col("schema_id").cast("string")
-        known = F.col("schema_id").isin(*texts) if texts else F.lit(False)
+        sid = event_shape.schema_id().cast("string")  # a number only for an error's message
+        ids = [event_shape.schema_id_literal(i) for i in texts]
+        known = F.col("_sid").isin(*ids) if ids else F.lit(False)
         # A body cut short comes back from PERMISSIVE from_avro as a struct of nulls, not as null: a
         # required field left null is what tells it apart from a record that decoded.
         decodes = reduce(
@@ -294,7 +296,8 @@ class EventDecoder:
             F.col("timestamp").alias("event_ts"),
             *source_coordinates(error),
             *[wanted_field(n, t) for n, t in self.wanted.items()],
-            F.col("schema_id"),
+            # the id to learn (WriterSchemas.learn): only a framed record's the decode was not built with
+            F.when(F.col("framed") & ~known, event_shape.schema_id()).alias("schema_id"),
         ]
         return self._envelope(), [F.col("*"), *bodies], decoded
 

@@ -100,7 +100,7 @@ class AvroForms:
 
         def read(side: str, sid: int) -> Column:
             column = "value" if side == "v" else "key"
-            framed = F.col(f"_{side}f") & (F.col(f"_{side}id") == _id_bytes(sid))
+            framed = F.col(f"_{side}f") & (F.col(f"_{side}id") == event_shape.schema_id_literal(sid))
             body = event_shape.avro_body(column)
             text = avro_columns.reader_schema(self.texts[sid])
             # only what the change is read from (avro_columns.envelope_reader says why)
@@ -293,7 +293,7 @@ def _case(id_column: str, by_id: Mapping[int, Column]) -> Column:
 
     out: Column | None = None
     for sid, expression in by_id.items():
-        here = F.col(id_column) == _id_bytes(sid)
+        here = F.col(id_column) == event_shape.schema_id_literal(sid)
         out = F.when(here, expression) if out is None else out.when(here, expression)
     return out if out is not None else F.lit(None)
 
@@ -301,14 +301,7 @@ def _case(id_column: str, by_id: Mapping[int, Column]) -> Column:
 def _among(id_column: str, ids: list[int]) -> Column:
     from pyspark.sql import functions as F
 
-    return F.col(id_column).isin(*[_id_bytes(i) for i in ids]) if ids else F.lit(False)
-
-
-def _id_bytes(sid: int) -> Column:
-    """A registry id as the 4 big-endian bytes of the framing, a binary literal."""
-    from pyspark.sql import functions as F
-
-    return F.lit(bytearray(sid.to_bytes(4, "big")))
+    return F.col(id_column).isin(*[event_shape.schema_id_literal(i) for i in ids]) if ids else F.lit(False)
 
 
 def _say(before: str, value: Column, after: str) -> Column:

@@ -84,6 +84,13 @@ def schema_id_bytes(column: str = "value") -> Column:
     return F.substring(column, 2, 4)
 
 
+def schema_id_literal(schema_id: int) -> Column:
+    """A registry id as the framing's 4 big-endian bytes, a binary literal (`schema_id_bytes` equals it)."""
+    from pyspark.sql import functions as F
+
+    return F.lit(bytearray(schema_id.to_bytes(4, "big")))
+
+
 def schema_id(column: str = "value") -> Column:
     """The 4-byte big-endian registry id after the magic byte, as a long."""
     from pyspark.sql import functions as F

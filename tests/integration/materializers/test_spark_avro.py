@@ -146,3 +146,33 @@ def test_the_event_decoder_plans_no_map_builder_and_decodes_from_two_threads(spa
     for t in threads:
         t.join()
     assert failures == []
+
+
+def test_the_event_decoder_names_an_id_to_learn_only_for_a_record_it_could_not_pick_a_schema_for(
+    spark: Any,
+) -> None:
+    """Ids are compared as the framing's bytes; a record's `schema_id` is the number of an id the
+    decode was not built with (what the job learns), null for the others, broken bodies included."""
+    from pyspark.sql import functions as F
+
+    source = event_source(spark, 3)
+    value = F.col("value")
+    unknown = F.concat(F.lit(bytearray(b"\x00\x00\x01\x00\x09")), F.expr("substring(value, 6)"))  # id 65545
+    cut = F.expr("substring(value, 1, 6)")  # id 7, one body byte: too short for two strings
+    source = source.withColumn(
+        "value", F.when(F.col("offset") == 1, unknown).when(F.col("offset") == 2, cut).otherwise(value)
+    )
+    frame = avro_events.decode(
+        source, schemas=order_schemas(), wanted={"customer_id": "string"}, event_types=("order.created",)
+    )
+    rows = sorted(frame.select("src_offset", "customer_id", "error", "schema_id").collect())
+    assert [(r["src_offset"], r["customer_id"], r["schema_id"]) for r in rows] == [
+        (0, "c", None),
+        (1, None, 65545),
+        (2, None, None),
+    ]
+    assert [r["error"] for r in rows] == [
+        None,
+        f"schema id 65545{avro_events.NOT_KNOWN}",
+        "Avro body does not decode with writer schema id 7",
+    ]
