@@ -616,7 +616,9 @@ def rates(records: int, seconds: float, spark: SparkSession) -> dict[str, Any]:
 
 
 def spark_phase(ctx: Context, topics: Mapping[str, str], out: dict[str, dict[str, Any]]) -> None:
-    spark = spark_session.build(RunConfig.from_env().master, "bench-cdc-formats")
+    # the JIT `materializers start` picks for a driver this far behind (MATERIALIZERS_DRIVER_JIT)
+    jit = spark_session.driver_jit(backlog=ctx.settings.records)
+    spark = spark_session.build(RunConfig.from_env().master, "bench-cdc-formats", jit=jit)
     try:
         for fmt, topic in topics.items():
             log.info("[%s] decode", fmt)
@@ -852,7 +854,9 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         f"{'QUICK sizes' if s['quick'] else 'sizes'}: snapshot {s['rows']:,} rows, decode + backfill "
         f"{s['records']:,} records per topic, latency table {s['latency_rows']:,} rows at {', '.join(map(str, s['rates']))} "
         f"rows/s ({s['latency_warmup_s']:g} s warm-up + {s['latency_seconds']:g} s measured each). "
-        f"{os.cpu_count()} cores shared by the stack, the bench and Spark (`local[2]`); load average "
+        f"{os.cpu_count()} cores shared by the stack, the bench and Spark (`local[2]`, driver JIT "
+        f"`{results['environment'].get('driver_jit', 'quick')}` for ours and the peer: `materializers start`'s "
+        "pick for a driver that far behind); load average "
         f"{results['environment'].get('loadavg_start')} -> {results.get('loadavg_end')}. Ratios are vs `json` "
         "(JsonConverter with inline schemas). Every number comes from this run: `cdc-formats.json`.",
         "",
@@ -1038,7 +1042,7 @@ def run(settings: Settings) -> dict[str, Any]:
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in _settings_json(settings).items()},
         "environment": {
             **environment(cfg, pids),
-            "driver_jit": os.environ.get("MATERIALIZERS_DRIVER_JIT", "quick (default)"),
+            "driver_jit": spark_session.driver_jit(backlog=settings.records),
         },
         "formats": {fmt: {} for fmt in settings.formats},
     }

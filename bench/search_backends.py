@@ -288,7 +288,9 @@ def drop_index(plan: JobPlan) -> None:
 
 
 def spark_backfills(ctx: Context, topic: str, backends: Sequence[str]) -> dict[str, dict[str, Any]]:
-    spark = spark_session.build(RunConfig.from_env().master, "bench-search-backends")
+    # the JIT `materializers start` picks for a driver this far behind (MATERIALIZERS_DRIVER_JIT)
+    jit = spark_session.driver_jit(backlog=ctx.settings.records)
+    spark = spark_session.build(RunConfig.from_env().master, "bench-search-backends", jit=jit)
     out: dict[str, dict[str, Any]] = {}
     try:
         for backend in backends:
@@ -473,7 +475,8 @@ def run(settings: Settings, backends: tuple[str, ...]) -> dict[str, Any]:
                      "rates": settings.rates, "latency_rows": settings.latency_rows, "trigger": settings.trigger,
                      "latency_warmup_s": settings.latency_warmup_s, "latency_seconds": settings.latency_seconds,
                      "master": RunConfig.from_env().master, "format": "avro"},
-        "environment": environment(cfg, StackPids.discover(settings.stack_dir)),
+        "environment": {**environment(cfg, StackPids.discover(settings.stack_dir)),
+                        "driver_jit": spark_session.driver_jit(backlog=settings.records)},
     }  # fmt: skip
     try:
         with bench_context(settings) as ctx:
@@ -620,7 +623,8 @@ def render_markdown(res: Mapping[str, Any]) -> str:
         "",
         f"Run `{res.get('run_id')}` at {res['started_at']} ({res['duration_s']} s): a {s['rows']:,}-row products "
         f"table, {s['records']:,} change records (Avro, Confluent framing, writer schemas in Apicurio) on 2 "
-        f"partitions; Spark `{s['master']}`; {env['cpus']} cores shared by the stack, Spark and the bench; load "
+        f"partitions; Spark `{s['master']}`, the backfills' driver JIT `{env.get('driver_jit', 'quick')}` (what `materializers start` "
+        f"picks for a driver that far behind); {env['cpus']} cores shared by the stack, Spark and the bench; load "
         f"average {env['loadavg_start']} → {res['loadavg_end']}. Read the ratios; re-run before drawing conclusions.",
         "",
         *_records_section(res),

@@ -13,6 +13,7 @@ source (our jobs have exactly one, the Kafka source): `{"topic": {"partition": n
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +87,18 @@ def behind(offsets: Offsets, ends: Offsets) -> dict[str, int]:
 def lag(offsets: Offsets, ends: Offsets) -> int:
     """Records between the committed offsets and the topics' end offsets (pure)."""
     return sum(behind(offsets, ends).values())
+
+
+def records_ahead(starts: Mapping[int, int], bounds: Mapping[int, tuple[int, int]]) -> int:
+    """Records from each partition's start to its end offset (pure). `bounds`: (first retained, end)
+    offset per partition; `starts`: an offset, or Spark's -2 (earliest) / -1 (latest); a partition
+    without one starts at earliest, as Spark starts a partition its offsets do not name."""
+    total = 0
+    for partition, (low, high) in bounds.items():
+        start = starts.get(partition, -2)
+        begin = low if start == -2 else high if start == -1 else max(start, low)
+        total += max(0, high - begin)
+    return total
 
 
 def planned_records(checkpoint: Path, batch_id: int) -> int | None:

@@ -297,7 +297,8 @@ def _rebuild(args: argparse.Namespace) -> int:
     )
     positions.spark_start_options(begin, {plan.topic: partitions})
     spark_session.require_master(config.master)
-    spark = spark_session.build(config.master, f"materializer-{spec.name}-rebuild")
+    jit = spark_session.driver_jit(backlog=launch.backlog([plan], begin, fresh=True))  # a backfill, usually
+    spark = spark_session.build(config.master, f"materializer-{spec.name}-rebuild", jit=jit)
     done = rebuild.rebuild(spark, spec, config, begin, timeout=args.timeout, grace=args.grace)
     print(
         f"{spec.name}: generation {done.new_generation} is live (was {done.old_generation or '(original)'}), "

@@ -11,24 +11,30 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from kafkakit.client_config import KafkaClientConfig
 from kafkakit.clients import make_consumer
+from kafkakit.positions import StartPosition, resolve
 from materializers import checkpoint
 from materializers.errors import SourceUnavailable
-from materializers.job import topic_partitions
+from materializers.job import pinned_start, topic_partitions
+from materializers.plan import JobPlan
 from materializers.status import JobStatus
+
+
+def _consumer(bootstrap: str, client_config: KafkaClientConfig | None) -> Consumer:
+    return make_consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"materializers-lag-{uuid.uuid4().hex}"},
+        client_config=client_config,
+    )
 
 
 def log_bounds(
     bootstrap: str, topic: str, *, client_config: KafkaClientConfig | None = None
 ) -> dict[int, tuple[int, int]]:
     """Each partition's (first retained offset, end offset) now: the low and high watermarks."""
-    consumer = make_consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"materializers-lag-{uuid.uuid4().hex}"},
-        client_config=client_config,
-    )
+    consumer = _consumer(bootstrap, client_config)
     bounds: dict[int, tuple[int, int]] = {}
     try:
         for p in topic_partitions(bootstrap, topic, client_config=client_config):
@@ -55,6 +61,28 @@ def measure(
     if done.batch_id < 0:
         return None
     return checkpoint.behind(done.offsets, end_offsets(bootstrap, topic, client_config=client_config))
+
+
+def backlog(plan: JobPlan, begin: StartPosition, *, fresh: bool = False) -> int:
+    """The records `plan`'s query reads before it is caught up, measured as it starts: from its
+    checkpoint's last committed batch, else (or when `fresh`: a rebuild's new generation) from where
+    a new checkpoint starts: the offsets a restore pinned, or `begin`, a timestamp resolved by the
+    broker as Spark resolves it."""
+    bootstrap, client_config = (
+        plan.config.endpoints.kafka_bootstrap_servers,
+        plan.config.endpoints.kafka_client,
+    )
+    bounds = log_bounds(bootstrap, plan.topic, client_config=client_config)
+    done = None if fresh else checkpoint.committed(plan.checkpoint)
+    if done is not None and done.batch_id >= 0:
+        starts = {int(p): offset for p, offset in done.offsets.get(plan.topic, {}).items()}
+        return checkpoint.records_ahead(starts, bounds)
+    consumer = _consumer(bootstrap, client_config)
+    try:
+        resolved = resolve(consumer, plan.topic, (None if fresh else pinned_start(plan)) or begin)
+    finally:
+        consumer.close()
+    return checkpoint.records_ahead({tp.partition: tp.offset for tp in resolved}, bounds)
 
 
 def with_lag(job: JobStatus, bootstrap: str, *, client_config: KafkaClientConfig | None = None) -> JobStatus:

@@ -9,16 +9,23 @@ or `available_now` once caught up). Returns 0, or 1 when a query failed (its sta
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 
+from confluent_kafka import KafkaException
+
+from kafkakit.errors import BadStartPosition
 from kafkakit.positions import StartPosition, parse_start
-from materializers import aggregate_job, generations, positions, runner, spark_session, timeline
+from materializers import aggregate_job, generations, lag, positions, runner, spark_session, timeline
 from materializers.catalog import lookup
 from materializers.config import RunConfig
+from materializers.errors import SourceUnavailable
 from materializers.job import claim_checkpoint, topic_partitions
 from materializers.plan import JobPlan
 from materializers.spec import Materializer
+
+log = logging.getLogger(__name__)
 
 
 def run(
@@ -40,7 +47,7 @@ def run(
 def start_plans(plans: Sequence[JobPlan], begin: StartPosition, *, available_now: bool = False) -> int:
     """Check every plan, claim its checkpoint, build the session and run a query per plan."""
     runner.check_distinct(plans)
-    spark_session.jit_options()  # a bad MATERIALIZERS_DRIVER_JIT fails here, before any checkpoint
+    spark_session.driver_jit()  # a bad MATERIALIZERS_DRIVER_JIT fails here, before any checkpoint
     spark_session.require_master(plans[0].config.master)
     for plan in plans:  # every check before anything is written
         for view in plan.views():  # built (and checked against the protocol) here, then checked
@@ -56,13 +63,29 @@ def start_plans(plans: Sequence[JobPlan], begin: StartPosition, *, available_now
     for plan in plans:
         claim_checkpoint(plan)
     names = "+".join(plan.spec.name for plan in plans)
-    spark = spark_session.build(plans[0].config.master, f"materializer-{names}")
+    behind = backlog(plans, begin)
+    jit = spark_session.driver_jit(backlog=behind)
+    log.info(
+        "driver JIT %s (%s records behind at the start)", jit, "unknown" if behind is None else f"{behind:,}"
+    )
+    spark = spark_session.build(plans[0].config.master, f"materializer-{names}", jit=jit)
     started = [
         timeline.event("process", timeline.process_started_at()),
-        timeline.event("session", time.time()),
+        timeline.event("session", time.time(), jit=jit, backlog=behind),
     ]
     for plan in plans:
         timeline.append(plan.job_dir, started)
     return runner.run(
         [aggregate_job.job_for(spark, plan) for plan in plans], begin, available_now=available_now
     )
+
+
+def backlog(plans: Sequence[JobPlan], begin: StartPosition, *, fresh: bool = False) -> int | None:
+    """The records the plans' queries read before they are caught up (`lag.backlog`); None when a
+    broker does not answer or refuses the start: the JIT choice never fails a start (Spark's
+    own source reports such a problem, with its reason)."""
+    try:
+        return sum(lag.backlog(plan, begin, fresh=fresh) for plan in plans)
+    except (KafkaException, SourceUnavailable, BadStartPosition) as exc:
+        log.info("records behind at the start not known (%s): the driver's JIT is chosen without them", exc)
+        return None

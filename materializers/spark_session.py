@@ -222,26 +222,34 @@ def warm_class_archive() -> Path | None:
 ENV_DRIVER_JIT = "MATERIALIZERS_DRIVER_JIT"
 # The driver's JIT: `quick` compiles with C1 only, `full` is the JVM's default (C1, then C2 for hot
 # code). On 2 busy cores C2's compiler threads took the CPU a restarted driver needs: with `quick` it
-# recovers from kill -9 sooner and runs live batches faster, for a slower warehouse backfill in local
-# mode (the cache's: unchanged); bench/results/materializers-recovery.md and
-# materializers-driver-jit.md. On a cluster the executors' JVMs keep the full JIT: only the driver's
-# own JVM (every thread of it in local mode) is affected.
+# recovers from kill -9 sooner and runs live batches faster, for a slower backfill in local mode
+# (bench/results/materializers-recovery.md and materializers-driver-jit.md). `auto`, the default,
+# picks per start: `full` when the driver starts at least FULL_JIT_BACKLOG records behind (a
+# backfill, a rebuild from offset 0: C2's compile time is paid back many times over), `quick` for a
+# driver near the end of its topics (a restart, a new job from `latest`). On a cluster the executors'
+# JVMs keep the full JIT: only the driver's own JVM (every thread of it in local mode) is affected.
 # C1 alone also shrinks the JVM's code cache to a fifth (48 MB, not 240): a driver running for minutes
 # filled it with the compiled code of Spark's generated classes, and the JVM stopped compiling ("CodeCache
 # is full. Compiler has been disabled": new code interpreted from then on), so quick keeps the full size.
 DRIVER_JIT = {"quick": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m", "full": ""}
+FULL_JIT_BACKLOG = 500_000
 
 
-def jit_options(environ: Mapping[str, str] | None = None) -> str:
-    """The driver JVM's JIT options from MATERIALIZERS_DRIVER_JIT (default quick)."""
+def driver_jit(environ: Mapping[str, str] | None = None, *, backlog: int | None = None) -> str:
+    """The driver JVM's JIT, `quick` or `full`, from MATERIALIZERS_DRIVER_JIT (default `auto`: full
+    when `backlog`, the records the driver has to read before it is caught up, is at least
+    FULL_JIT_BACKLOG; quick when it is smaller or not known)."""
     env = os.environ if environ is None else environ
-    chosen = env.get(ENV_DRIVER_JIT) or "quick"
+    chosen = env.get(ENV_DRIVER_JIT) or "auto"
+    if chosen == "auto":
+        return "full" if backlog is not None and backlog >= FULL_JIT_BACKLOG else "quick"
     if chosen not in DRIVER_JIT:
         raise MaterializerError(
-            f"{ENV_DRIVER_JIT}={chosen!r} is not one of {', '.join(DRIVER_JIT)}: quick (C1 only: a fast start "
-            "and small batches) or full (C2 too: faster long backfills in local mode)"
+            f"{ENV_DRIVER_JIT}={chosen!r} is not one of auto, {', '.join(DRIVER_JIT)}: auto (full when the "
+            f"driver starts {FULL_JIT_BACKLOG:,} records behind or more, else quick), quick (C1 only: a fast "
+            "start and small batches) or full (C2 too: faster long backfills in local mode)"
         )
-    return DRIVER_JIT[chosen]
+    return chosen
 
 
 def require_master(master: str, timeout_s: float = 5.0) -> None:
@@ -264,14 +272,18 @@ def require_master(master: str, timeout_s: float = 5.0) -> None:
     )
 
 
-def build(master: str = "local[*]", app_name: str = "materializers") -> SparkSession:
+def build(
+    master: str = "local[*]", app_name: str = "materializers", *, jit: str | None = None
+) -> SparkSession:
+    """The driver's session; `jit` (`quick`/`full`) as `driver_jit` chose it, else the environment's
+    choice for a driver whose backlog is not known."""
     from pyspark.sql import SparkSession
 
     located = locate_jars()
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in located.conf().items():
         builder = builder.config(key, value)
-    options = [jit_options()]
+    options = [DRIVER_JIT[jit or driver_jit()]]
     archive = class_archive(located.files or located.packages)
     if archive is not None:
         archive.parent.mkdir(parents=True, exist_ok=True)

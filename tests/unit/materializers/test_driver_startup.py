@@ -49,11 +49,33 @@ def test_a_restarted_driver_sees_its_delta_tables_without_spark(tmp_path: Path) 
     assert _has_log(str(table))
 
 
-def test_the_driver_jit_is_quick_unless_asked_and_a_bad_value_is_refused() -> None:
+def test_the_driver_jit_is_full_for_a_driver_far_behind_unless_asked_and_a_bad_value_is_refused() -> None:
     from materializers.errors import MaterializerError
-    from materializers.spark_session import jit_options
+    from materializers.spark_session import DRIVER_JIT, FULL_JIT_BACKLOG, driver_jit
 
-    assert jit_options({}) == "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-    assert jit_options({"MATERIALIZERS_DRIVER_JIT": "full"}) == ""
-    with pytest.raises(MaterializerError, match=r"quick .* or full"):
-        jit_options({"MATERIALIZERS_DRIVER_JIT": "c2"})
+    assert DRIVER_JIT["quick"] == "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+    assert DRIVER_JIT["full"] == ""
+    # auto (the default): C2 pays back its compile time over a backfill, not over a restart
+    assert driver_jit({}, backlog=FULL_JIT_BACKLOG) == "full"
+    assert driver_jit({"MATERIALIZERS_DRIVER_JIT": "auto"}, backlog=2_000_000) == "full"
+    assert driver_jit({}, backlog=FULL_JIT_BACKLOG - 1) == "quick"
+    assert driver_jit({}, backlog=None) == "quick"  # not known: a broker that did not answer
+    assert driver_jit({}) == "quick"
+    # asked: the backlog does not matter
+    assert driver_jit({"MATERIALIZERS_DRIVER_JIT": "quick"}, backlog=10**9) == "quick"
+    assert driver_jit({"MATERIALIZERS_DRIVER_JIT": "full"}, backlog=0) == "full"
+    with pytest.raises(
+        MaterializerError, match=r"MATERIALIZERS_DRIVER_JIT='c2' is not one of auto, quick, full"
+    ):
+        driver_jit({"MATERIALIZERS_DRIVER_JIT": "c2"}, backlog=10**9)
+
+
+def test_records_ahead_count_from_each_partitions_start_as_spark_starts_it() -> None:
+    from materializers.checkpoint import records_ahead
+
+    bounds = {0: (0, 100), 1: (40, 90), 2: (5, 5)}
+    assert records_ahead({0: -2, 1: -2, 2: -2}, bounds) == 100 + 50
+    assert records_ahead({0: -1, 1: -1, 2: -1}, bounds) == 0
+    assert records_ahead({0: 70}, bounds) == 30 + 50  # partitions not named start at earliest
+    assert records_ahead({0: 100, 1: 10, 2: 5}, bounds) == 0 + 50  # below the log start: from it
+    assert records_ahead({}, {}) == 0
