@@ -12,6 +12,7 @@ from records import debezium
 
 from kafkakit.positions import parse_start, parse_timestamp
 from materializers import lag, launch, spark_session, timeline
+from materializers.errors import SourceUnavailable
 from materializers.job import JobPlan
 from shop.products import PRODUCTS
 
@@ -48,6 +49,13 @@ def test_the_backlog_counts_from_the_start_position_then_from_the_checkpoint(
         assert lag.backlog(plan, parse_start("earliest"), fresh=True) == 9
     finally:
         plan.cache().clear()
+
+
+def test_a_backlog_that_cannot_be_measured_is_unknown_and_fails_nothing(run_config: Any, uid: str) -> None:
+    plan = JobPlan.of(PRODUCTS, run_config(topic=f"mat-jit-missing-{uid}"))
+    with pytest.raises(SourceUnavailable, match=rf"input topic 'mat-jit-missing-{uid}' does not exist"):
+        lag.backlog(plan, parse_start("earliest"))
+    assert launch.backlog([plan], parse_start("earliest")) is None  # the JIT is chosen without it
 
 
 def test_a_driver_starting_far_behind_takes_the_full_jit_and_says_so_in_its_timeline(
