@@ -43,7 +43,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
 from kafkakit.client_config import KafkaClientConfig
-from kafkakit.clients import admin_client
+from kafkakit.clients import admin_client, make_consumer
 from kafkakit.limits import DEAD_LETTER_MAX_RECORD_BYTES
 from kafkakit.positions import StartPosition, parse_offsets_json
 from materializers import checkpoint, dead_letters, failpoints, lifecycle, positions
@@ -57,6 +57,7 @@ from materializers.view import FrameBatch, Reject, TableBatch, View, collect
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from confluent_kafka import Consumer
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.streaming.readwriter import DataStreamWriter
@@ -134,9 +135,27 @@ def pinned_start(plan: JobPlan) -> StartPosition | None:
 def topic_partitions(
     bootstrap: str, topic: str, *, client_config: KafkaClientConfig | None = None
 ) -> list[int]:
-    with admin_client({"bootstrap.servers": bootstrap}, client_config=client_config) as admin:
-        meta = admin.list_topics(timeout=10)
-    found = meta.topics.get(topic)
+    consumer = metadata_consumer(bootstrap, client_config)
+    try:
+        return partitions_of(consumer, bootstrap, topic)
+    finally:
+        consumer.close()
+
+
+def metadata_consumer(bootstrap: str, client_config: KafkaClientConfig | None) -> Consumer:
+    """A consumer for a topic's metadata and offsets. Not an admin client: an admin client lists
+    every topic of the cluster (130-200 ms of each start here, more with a cluster's thousands), and
+    its handle is a producer's, whose request for one topic may have the broker create it; a
+    consumer's never does."""
+    return make_consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"materializers-meta-{uuid.uuid4().hex}"},
+        client_config=client_config,
+    )
+
+
+def partitions_of(consumer: Consumer, bootstrap: str, topic: str) -> list[int]:
+    """The input topic's partitions; SourceUnavailable when it does not exist."""
+    found = consumer.list_topics(topic, timeout=10).topics.get(topic)
     if found is None or found.error is not None:
         raise SourceUnavailable(
             f"input topic {topic!r} does not exist on {bootstrap}; create it or pass --topic"

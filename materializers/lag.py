@@ -7,48 +7,34 @@ It grows while a driver is stopped, dead or slow, which Spark's query progress c
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import replace
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from kafkakit.client_config import KafkaClientConfig
-from kafkakit.clients import make_consumer
 from kafkakit.positions import StartPosition, resolve
 from materializers import checkpoint
 from materializers.errors import SourceUnavailable
-from materializers.job import pinned_start
+from materializers.job import metadata_consumer, partitions_of, pinned_start
 from materializers.plan import JobPlan
 from materializers.status import JobStatus
-
-
-def _consumer(bootstrap: str, client_config: KafkaClientConfig | None) -> Consumer:
-    return make_consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"materializers-lag-{uuid.uuid4().hex}"},
-        client_config=client_config,
-    )
 
 
 def log_bounds(
     bootstrap: str, topic: str, *, client_config: KafkaClientConfig | None = None
 ) -> dict[int, tuple[int, int]]:
     """Each partition's (first retained offset, end offset) now: the low and high watermarks."""
-    consumer = _consumer(bootstrap, client_config)
+    consumer = metadata_consumer(bootstrap, client_config)
     try:
-        return _bounds(consumer, topic)
+        return _bounds(consumer, bootstrap, topic)
     finally:
         consumer.close()
 
 
-def _bounds(consumer: Consumer, topic: str) -> dict[int, tuple[int, int]]:
-    # The topic's own metadata through the consumer: an admin client's listing of every topic took
-    # 130-200 ms on the local broker, the consumer's ~10 (a driver asks at each start).
-    meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
-    if meta is None or meta.error is not None:
-        raise SourceUnavailable(f"input topic {topic!r} does not exist; create it or pass --topic")
+def _bounds(consumer: Consumer, bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
     bounds: dict[int, tuple[int, int]] = {}
-    for p in sorted(meta.partitions):
+    for p in partitions_of(consumer, bootstrap, topic):
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
         bounds[p] = (int(low), int(high))
     return bounds
@@ -78,9 +64,10 @@ def backlog(plan: JobPlan, begin: StartPosition, *, fresh: bool = False) -> int:
     a new checkpoint starts: the offsets a restore pinned, or `begin`, a timestamp resolved by the
     broker as Spark resolves it."""
     done = None if fresh else checkpoint.committed(plan.checkpoint)
-    consumer = _consumer(plan.config.endpoints.kafka_bootstrap_servers, plan.config.endpoints.kafka_client)
+    bootstrap = plan.config.endpoints.kafka_bootstrap_servers
+    consumer = metadata_consumer(bootstrap, plan.config.endpoints.kafka_client)
     try:
-        bounds = _bounds(consumer, plan.topic)
+        bounds = _bounds(consumer, bootstrap, plan.topic)
         if done is not None and done.batch_id >= 0:
             starts = {int(p): offset for p, offset in done.offsets.get(plan.topic, {}).items()}
         else:
