@@ -25,6 +25,9 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
@@ -125,22 +128,66 @@ def newest_indices(
     keep_fields: Sequence[Collection[str] | None],
     data: tuple[str, ...],
 ) -> Newest:
-    """`latest_per_entity` over columns held in the driver (pure): which row each entity's newest
-    change and each data column's newest carried value come from. Ties keep the first row."""
-    newest: dict[str, int] = {}
-    carriers: dict[str, dict[str, int]] = {c: {} for c in data}
-    for i, (entity, position, kept) in enumerate(zip(entities, positions, keep_fields, strict=True)):
-        held = newest.get(entity)
-        if held is None or position > positions[held]:
-            newest[entity] = i
-        for column in data:
-            if kept and column in kept:
-                continue
-            held = carriers[column].get(entity)
-            if held is None or position > positions[held]:
-                carriers[column][entity] = i
-    order = list(newest)
-    return Newest([newest[e] for e in order], {c: [carriers[c].get(e) for e in order] for c in data})
+    """`newest_of` over columns held as Python lists (pure)."""
+    return newest_of(
+        pa.array(entities, pa.string()),
+        pa.array(positions, pa.string()),
+        pa.array([list(k) if k else None for k in keep_fields], pa.list_(pa.string())),
+        data,
+    )
+
+
+def newest_of(
+    entities: pa.Array | pa.ChunkedArray,
+    positions: pa.Array | pa.ChunkedArray,
+    keep_fields: pa.Array | pa.ChunkedArray,
+    data: tuple[str, ...],
+) -> Newest:
+    """`latest_per_entity` over columns held in the driver as Arrow (pure): which row each entity's
+    newest change and each data column's newest carried value come from, entities in ascending
+    order. Ties keep the first row. Sorted once by (entity, position descending) in Arrow, then each
+    group's first row: a per-row Python loop took 0.1 s of each 50k-change backfill batch."""
+    entities, positions, keep_fields = (_whole(a) for a in (entities, positions, keep_fields))
+    order = pc.sort_indices(
+        pa.table({"entity": entities, "position": positions}),
+        [("entity", "ascending"), ("position", "descending")],  # a stable sort: ties keep row order
+    )
+    rows, held = _group_firsts(entities, order)
+    carriers: dict[str, list[int | None]] = {}
+    skipped = _kept_rows(keep_fields, data)
+    for column in data:
+        if column not in skipped:  # every change carried it: the newest change is its carrier
+            carriers[column] = rows.to_pylist()
+            continue
+        carrying = order.filter(pc.invert(pc.is_in(order, value_set=skipped[column])))
+        firsts, carried = _group_firsts(entities, carrying)
+        carriers[column] = firsts.take(pc.index_in(held, value_set=carried)).to_pylist()
+    return Newest(rows.to_pylist(), carriers)
+
+
+def _group_firsts(entities: pa.Array, order: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """(row, entity) of the first row of each run of equal entities along `order` (pure)."""
+    ranked = entities.take(order)
+    if len(ranked) == 0:
+        return order, ranked
+    starts = pa.concat_arrays(
+        [pa.array([True]), pc.not_equal(ranked.slice(1), ranked.slice(0, len(ranked) - 1))]
+    )
+    return order.filter(starts), ranked.filter(starts)
+
+
+def _whole(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A table's column as one array (a collected batch holds one chunk per Arrow batch)."""
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+def _kept_rows(keep_fields: pa.Array, data: tuple[str, ...]) -> dict[str, pa.Array]:
+    """Per data column named in some change's `keep_fields`, the rows that did not carry it (pure)."""
+    named = pc.list_flatten(keep_fields)
+    if len(named) == 0:
+        return {}
+    rows = pc.list_parent_indices(keep_fields)
+    return {c: rows.filter(pc.equal(named, c)) for c in data if pc.any(pc.equal(named, c)).as_py()}
 
 
 def keeps(carried_at: str | None, held_at: str | None) -> bool:

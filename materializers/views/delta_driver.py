@@ -81,21 +81,20 @@ class DriverTable:
         driver: Spark's OPTIMIZE stalled the stream on 2 busy cores."""
         self.latest().optimize.compact()
 
-    def written(self, bounds: Bounds) -> set[tuple[str, str]]:
+    def written(self, bounds: Bounds) -> pa.Table:
         """(entity, position) pairs of a history table inside the batch's `bounds`: its dates
         (partitions) and, there, the files whose statistics overlap its entity and position ranges."""
         from deltalake import QueryBuilder
 
         if not bounds.dates:
-            return set()
+            return pa.table({"entity": pa.array([], pa.string()), "position": pa.array([], pa.string())})
         dates = ", ".join(f"DATE {literal(str(d))}" for d in bounds.dates)
         sql = (
             f"SELECT entity, position FROM h WHERE event_date IN ({dates}) "
             f"AND entity BETWEEN {literal(bounds.low_entity)} AND {literal(bounds.high_entity)} "
             f"AND position BETWEEN {literal(bounds.low)} AND {literal(bounds.high)}"
         )
-        found = pa.table(QueryBuilder().register("h", self.latest()).execute(sql).read_all())
-        return set(zip(found.column("entity").to_pylist(), found.column("position").to_pylist(), strict=True))
+        return pa.table(QueryBuilder().register("h", self.latest()).execute(sql).read_all())
 
 
 def batch_commit(app_id: str, batch_id: int) -> CommitProperties:

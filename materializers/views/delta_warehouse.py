@@ -26,7 +26,7 @@ Commit order for a micro-batch (driver; Spark commits the checkpoint only after 
    (verified on delta-spark 4.4.0: the second MERGE with the same txnVersion commits nothing);
 3. every `optimize_every` batches: OPTIMIZE (compaction) of both tables, by the engine that wrote the batch.
 A batch of at most `driver_rows` changes (a live stream's) takes the same steps in the driver: one
-Spark job collects it as Arrow, `changes.newest_indices` folds it, and delta-rs writes both tables
+Spark job collects it as Arrow, `changes.newest_of` folds it, and delta-rs writes both tables
 (see delta_driver.py: a fraction of Spark's fixed work per batch). Larger batches (a
 backfill) stay distributed. Both record the batch in the same `txn` actions, so either engine skips
 what the other committed.
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from materializers.changes import Newest, latest_per_entity, newest_indices, unique_entities
+from materializers.changes import Newest, latest_per_entity, newest_of, unique_entities
 from materializers.views import delta_driver
 
 if TYPE_CHECKING:
@@ -175,18 +175,14 @@ class DeltaWarehouse:
         self, spark: SparkSession, batch: pa.Table, app_id: str, batch_id: int, data_columns: tuple[str, ...]
     ) -> None:
         """Write a batch already in the driver as Arrow (the columns of `collect`) with delta-rs."""
-        entities = batch.column("entity").to_pylist()
-        positions = batch.column("position").to_pylist()
         history, current = self._driver_table(self.history_path), self._driver_table(self.current_path)
         if not history.committed(app_id, batch_id):
             bounds = arrow_bounds(batch)
-            seen = history.written(bounds) if self._may_hold(spark, bounds.low) else set()
-            fresh = history_rows(batch, entities, positions, seen, data_columns)
+            seen = history.written(bounds) if self._may_hold(spark, bounds.low) else None
+            fresh = history_rows(batch, seen, data_columns)
             self._appended(lambda: history.append(fresh, app_id, batch_id), bounds.high)
         if self.current and not current.committed(app_id, batch_id):
-            newest = newest_indices(
-                entities, positions, batch.column("keep_fields").to_pylist(), data_columns
-            )
+            newest = newest_of(batch["entity"], batch["position"], batch["keep_fields"], data_columns)
             current.merge(
                 current_rows(batch, newest, data_columns),
                 app_id,
@@ -344,23 +340,25 @@ def arrow_bounds(batch: pa.Table) -> Bounds:
     return Bounds(*low_high("entity"), *low_high("position"), dates)
 
 
-def history_rows(
-    batch: pa.Table,
-    entities: list[str],
-    positions: list[str],
-    seen: set[tuple[str, str]],
-    data_columns: tuple[str, ...],
-) -> pa.Table:
-    """The batch's history rows (pure): each (entity, position) once, none of those already `seen`."""
+def history_rows(batch: pa.Table, seen: pa.Table | None, data_columns: tuple[str, ...]) -> pa.Table:
+    """The batch's history rows (pure): each (entity, position) once (its first row), none of the
+    pairs already `seen` (a table of entity, position), in the batch's order. In Arrow: a per-row
+    Python loop took 0.07 s of each 50k-change backfill batch."""
     import pyarrow as pa
 
-    keep: list[int] = []
-    taken = set(seen)
-    for i, pair in enumerate(zip(entities, positions, strict=True)):
-        if pair not in taken:
-            taken.add(pair)
-            keep.append(i)
-    return batch.select([*HISTORY_COLUMNS, *data_columns, "event_date"]).take(pa.array(keep, pa.int64()))
+    pairs = pa.table(
+        {
+            "entity": batch.column("entity"),
+            "position": batch.column("position"),
+            "row": pa.array(range(batch.num_rows), pa.int64()),
+        }
+    )
+    firsts = pairs.group_by(["entity", "position"], use_threads=False).aggregate([("row", "min")])
+    if seen is not None and seen.num_rows:
+        keys = pairs.schema.remove(2)  # as the batch types them (delta-rs may answer with string views)
+        firsts = firsts.join(seen.select(keys.names).cast(keys), keys.names, join_type="left anti")
+    keep = firsts.column("row_min").sort()  # the batch's order
+    return batch.select([*HISTORY_COLUMNS, *data_columns, "event_date"]).take(keep)
 
 
 def current_rows(batch: pa.Table, newest: Newest, data_columns: tuple[str, ...]) -> pa.Table:
