@@ -226,7 +226,7 @@ def backfill_side(side: str, records: int) -> dict[str, Any]:
 
     from kafkakit.clients import make_admin
     from materializers import spark_session
-    from materializers.config import RunConfig
+    from materializers.config import DRIVER_ROWS, RunConfig
     from materializers.job import JobPlan
     from shop.products import PRODUCTS
 
@@ -264,9 +264,10 @@ def backfill_side(side: str, records: int) -> dict[str, Any]:
                     home=work / "cache",
                     redis_prefix=prefix,
                     views=("cache",),
-                    # materializers_bench's records / 8 per batch, but always above small_batch_rows: a
-                    # smaller batch is applied from the driver, and the executors' path is the one measured.
-                    max_offsets_per_trigger=max(records // 8, base.small_batch_rows + 1),
+                    # materializers_bench's records / 8 per batch, but always above the driver's bound
+                    # (auto: DRIVER_ROWS on a cluster): a smaller batch is applied from the driver, and
+                    # the executors' path is the one measured.
+                    max_offsets_per_trigger=max(records // 8, (base.small_batch_rows or DRIVER_ROWS) + 1),
                 ),
             )
             print(f"backfill -> cache on {master} ...", flush=True)

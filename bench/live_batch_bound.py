@@ -6,7 +6,7 @@ persisted, then a Spark job per view, the cache through Python workers). On one 
 executors' path costs several seconds more per batch, so a driver whose batches once pass the bound
 (a burst, or a slow batch on a cold JVM) takes longer over its next batch, which is then larger
 still. This bench runs the same stream against both bounds in one run: 10,000 (the default before
-2026-11-28) and the default the package ships now (`materializers.config.SMALL_BATCH_ROWS`).
+2026-11-28) and 50,000 (`materializers.config.DRIVER_ROWS`: the default then, the floor of `auto` now).
 
 Per bound, one after the other: a `--rows` products table in Postgres captured by a latency-tuned
 Debezium connector (Avro, the cdc package's default format), ONE driver (`materializers start
@@ -38,7 +38,7 @@ from cdc_bench import BenchConfig, StackPids
 from cdc.connect_client import ConnectClient
 from kafkakit.clients import make_admin
 from materializers import catalog, timeline
-from materializers.config import ENV_SMALL_BATCH_ROWS, SMALL_BATCH_ROWS
+from materializers.config import DRIVER_ROWS, ENV_SMALL_BATCH_ROWS
 
 OUT = Path(__file__).parent / "results" / "live-batch-bound.json"
 BEFORE = 10_000
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         pids = StackPids.discover(settings.stack_dir)
         try:
-            for bound in (BEFORE, SMALL_BATCH_ROWS):
+            for bound in (BEFORE, DRIVER_ROWS):
                 ctx = cdc_formats.Context(
                     settings, f"{run_id}{len(results['bounds'])}", work, connect, pids, cleanup,
                     catalog.lookup("products"),

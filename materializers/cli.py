@@ -32,7 +32,7 @@ from materializers import (
 )
 from materializers.aggregate_verify import verify_aggregate
 from materializers.catalog import ENTRY_POINT_GROUP, available, lookup
-from materializers.config import OPENSEARCH_URL, SEARCH_BACKENDS, SMALL_BATCH_ROWS, RunConfig
+from materializers.config import AUTO, DRIVER_ROWS, OPENSEARCH_URL, SEARCH_BACKENDS, RunConfig
 from materializers.errors import BadAggregate, ConflictingJobs, JobNotRunning, UnknownView
 from materializers.job import topic_partitions
 from materializers.spec import Materializer
@@ -91,13 +91,15 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument(
         "--small-batch-rows",
         help="a batch of at most this many records is applied whole from the driver in one Spark job "
-        f"(low latency), larger ones by the executors (default {SMALL_BATCH_ROWS}; 0: always the executors; "
-        "env MATERIALIZERS_SMALL_BATCH_ROWS)",
+        f"(low latency), larger ones by the executors (default {AUTO}: on a local master as many as fit a "
+        f"quarter of the driver's memory at the topic's record bytes, at least {DRIVER_ROWS}; 0: always "
+        "the executors; env MATERIALIZERS_SMALL_BATCH_ROWS)",
     )
     start.add_argument(
         "--warehouse-driver-rows",
         help="warehouse batches of at most this many changes are written from the driver with delta-rs, "
-        "larger ones by Spark (default 50000; 0: always Spark)",
+        f"larger ones by Spark (default {AUTO}, as --small-batch-rows; 0: always Spark; env "
+        "MATERIALIZERS_WAREHOUSE_DRIVER_ROWS)",
     )
     for p in (
         start,

@@ -32,12 +32,12 @@ ENV_MAX_OFFSETS = "MATERIALIZERS_MAX_OFFSETS_PER_TRIGGER"
 ENV_DRIVER_ROWS = "MATERIALIZERS_WAREHOUSE_DRIVER_ROWS"
 DRIVER_ROWS = 50_000
 ENV_SMALL_BATCH_ROWS = "MATERIALIZERS_SMALL_BATCH_ROWS"
-# As many records as the warehouse writes from the driver: both bound what the driver holds as Arrow.
-# A live driver whose batches passed a lower bound (10,000) took the executors' path, seconds slower
-# per batch on one machine, so its next batch was larger still: at 2k rows/s with three views its
-# batches grew to 25k records, p99 25.5 s, where 50,000 kept it on the driver's path and it caught up
+# The driver batch bounds' default: sized per job (driver_batch.py), never below DRIVER_ROWS. A live
+# driver whose batches passed a lower bound (10,000) took the executors' path, seconds slower per
+# batch on one machine, so its next batch was larger still: at 2k rows/s with three views its batches
+# grew to 25k records, p99 25.5 s, where 50,000 kept it on the driver's path and it caught up
 # (bench/results/live-batch-bound.md).
-SMALL_BATCH_ROWS = DRIVER_ROWS
+AUTO = "auto"
 ENV_SEARCH_BACKEND = "MATERIALIZERS_SEARCH_BACKEND"
 SEARCH_BACKENDS = ("tantivy", "opensearch")
 ENV_OPENSEARCH_URL = "OPENSEARCH_URL"
@@ -72,12 +72,14 @@ class RunConfig:
     views: tuple[str, ...] = ()
     max_offsets_per_trigger: int = 0  # records per micro-batch; 0 = job.batch_cap decides
     # warehouse batches of at most this many changes are written from the driver (delta-rs), larger
-    # ones by Spark; 0 = always Spark (a cluster whose driver cannot reach the table's path)
-    warehouse_driver_rows: int = DRIVER_ROWS
+    # ones by Spark; 0 = always Spark (a cluster whose driver cannot reach the table's path);
+    # None = auto (driver_batch.py: sized by the topic's record bytes and the driver's memory)
+    warehouse_driver_rows: int | None = None
     # a batch of at most this many records is applied whole from the driver: ONE Spark job decodes
     # it into Arrow, every view is written from there (a live stream's batches, where each further
-    # Spark job costs latency); larger batches (a backfill) spread over the executors; 0 = never
-    small_batch_rows: int = SMALL_BATCH_ROWS
+    # Spark job costs latency); larger batches (a backfill) spread over the executors; 0 = never;
+    # None = auto, as above
+    small_batch_rows: int | None = None
     # the search view's store: an embedded Tantivy index on the driver, or an OpenSearch cluster
     search_backend: str = "tantivy"
     opensearch_url: str = OPENSEARCH_URL
@@ -103,8 +105,8 @@ class RunConfig:
             redis_prefix=env.get(ENV_REDIS_PREFIX) or "mat",
             views=parse_views(env[ENV_VIEWS]) if env.get(ENV_VIEWS) else (),
             max_offsets_per_trigger=parse_max_offsets(env.get(ENV_MAX_OFFSETS) or "0"),
-            warehouse_driver_rows=parse_driver_rows(env.get(ENV_DRIVER_ROWS) or str(DRIVER_ROWS)),
-            small_batch_rows=parse_driver_rows(env.get(ENV_SMALL_BATCH_ROWS) or str(SMALL_BATCH_ROWS)),
+            warehouse_driver_rows=parse_driver_rows(env.get(ENV_DRIVER_ROWS) or AUTO),
+            small_batch_rows=parse_driver_rows(env.get(ENV_SMALL_BATCH_ROWS) or AUTO),
             search_backend=parse_search_backend(env.get(ENV_SEARCH_BACKEND) or "tantivy"),
             opensearch_url=env.get(ENV_OPENSEARCH_URL) or OPENSEARCH_URL,
             opensearch_replicas=parse_replicas(env.get(ENV_OPENSEARCH_REPLICAS) or ""),
@@ -190,13 +192,22 @@ def parse_max_offsets(text: str) -> int:
     return int(text)
 
 
-def parse_driver_rows(text: str) -> int:
-    """Largest batch applied from the driver: a non-negative integer (0 = always Spark)."""
+def parse_driver_rows(text: str) -> int | None:
+    """Largest batch applied from the driver: a non-negative integer (0 = always Spark), or `auto`
+    (None: sized by the job, see driver_batch.py)."""
+    if text.strip() == AUTO:
+        return None
     if not text.strip().isdigit():
         raise ConfigError(
-            f"driver rows {text!r} must be a non-negative integer (records per batch, 0 = always Spark)"
+            f"driver rows {text!r} must be a non-negative integer (records per batch, 0 = always Spark) "
+            f"or {AUTO} (sized by the records' bytes and the driver's memory)"
         )
     return int(text)
+
+
+def is_local(master: str) -> bool:
+    """Whether `master` runs Spark inside the driver (`local`, `local[N]`, `local[*]`)."""
+    return master == "local" or master.startswith("local[")
 
 
 def parse_search_backend(text: str) -> str:

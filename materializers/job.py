@@ -40,15 +40,17 @@ import shutil
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
 from kafkakit.client_config import KafkaClientConfig
 from kafkakit.clients import admin_client, make_consumer
 from kafkakit.limits import DEAD_LETTER_MAX_RECORD_BYTES
 from kafkakit.positions import StartPosition, parse_offsets_json
-from materializers import checkpoint, dead_letters, failpoints, lifecycle, positions
+from materializers import checkpoint, dead_letters, driver_batch, failpoints, lifecycle, positions
 from materializers.avro_events import WriterSchemas, learn_topic_schemas
 from materializers.changes import COORDINATES, split
+from materializers.config import is_local
 from materializers.errors import CheckpointMismatch, SourceUnavailable
 from materializers.plan import GENERATIONS_DIR as GENERATIONS_DIR
 from materializers.plan import JobPlan as JobPlan
@@ -213,7 +215,7 @@ class Job:
 
     def __init__(self, spark: SparkSession, plan: JobPlan) -> None:
         self.spark = spark
-        self.plan = plan
+        self.plan = plan = replace(plan, config=driver_batch.sized(plan.config, plan.topic, spark))
         self.views: list[View] = plan.views()
         self.schemas = WriterSchemas(
             plan.config.endpoints.schema_registry_url, auth=plan.config.endpoints.schema_registry_auth
@@ -228,6 +230,13 @@ class Job:
         self._start: StartPosition | None = None  # where a new checkpoint begins, for `restart`
         self.dead_letters = 0
         self.clock = StepClock()  # the views' steps per batch, for the driver's timeline
+
+    @property
+    def small_batch_rows(self) -> int:
+        """Records a batch applied whole from the driver holds at most (sized in `__init__`)."""
+        rows = self.plan.config.small_batch_rows
+        assert rows is not None, "driver_batch.sized resolves auto"
+        return rows
 
     def prepare(self) -> None:
         """Fail before anything is written: the views' stores, the topic, the checkpoint's owner; then
@@ -295,7 +304,7 @@ class Job:
     def _query(self, available_now: bool) -> StreamingQuery:
         assert self._start is not None, "start() first"
         schemas = self.schemas.trusting_cache()
-        small = self.plan.config.small_batch_rows
+        small = self.small_batch_rows
         cap = batch_cap(
             self.plan.config.max_offsets_per_trigger,
             small,
@@ -414,7 +423,7 @@ class Job:
     def _small(self, batch_id: int) -> bool:
         """Whether the batch is small enough to apply whole from the driver (see `_in_driver`)."""
         bound = checkpoint.planned_records(self.plan.checkpoint, batch_id)
-        if bound is None or bound > self.plan.config.small_batch_rows:
+        if bound is None or bound > self.small_batch_rows:
             return False
         return all(view.in_driver(bound) for view in self.views)
 
@@ -669,8 +678,7 @@ def batch_cap(max_offsets: int, small_batch_rows: int, master: str, *, collects:
     what is available and a large one stays on the executors."""
     if max_offsets:
         return max_offsets
-    local = master == "local" or master.startswith("local[")
-    return small_batch_rows if local and collects else 0
+    return small_batch_rows if is_local(master) and collects else 0
 
 
 def triggered(writer: DataStreamWriter, plan: JobPlan, available_now: bool) -> DataStreamWriter:

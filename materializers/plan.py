@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from materializers.config import RunConfig
+from materializers.config import DRIVER_ROWS, RunConfig
 from materializers.errors import BadView, UnknownView
 from materializers.spec import Materializer
 from materializers.view import View, check_names, check_view, is_factory
@@ -103,11 +103,13 @@ class JobPlan:
         return not self.config.views or view in self.config.views
 
     def warehouse(self) -> DeltaWarehouse:
+        rows = self.config.warehouse_driver_rows
         return DeltaWarehouse(
             self.view_dir / "delta",
             self.spec.data_ddl,
             self.spec.current_table,
-            driver_rows=self.config.warehouse_driver_rows,
+            # auto where no job sized it (verify, snapshots): a live stream's bound
+            driver_rows=DRIVER_ROWS if rows is None else rows,
         )
 
     def views(self) -> list[View]:

@@ -12,7 +12,8 @@ import pytest
 
 from kafkakit.errors import ConfigError
 from materializers.changes import newest_indices, newest_of
-from materializers.config import RunConfig, parse_driver_rows
+from materializers.config import DRIVER_ROWS, RunConfig, parse_driver_rows
+from materializers.driver_batch import rows_for, sized
 from materializers.views.delta_warehouse import (
     DATAFUSION,
     arrow_bounds,
@@ -108,7 +109,7 @@ def test_merge_assignments_in_datafusions_dialect() -> None:
 
 
 def test_driver_rows_setting() -> None:
-    assert RunConfig.from_env({}).warehouse_driver_rows == 50_000
+    assert RunConfig.from_env({}).warehouse_driver_rows is None  # auto
     assert RunConfig.from_env({}).with_overrides(warehouse_driver_rows="0").warehouse_driver_rows == 0
     with pytest.raises(ConfigError, match="non-negative integer"):
         parse_driver_rows("-1")
@@ -150,3 +151,18 @@ def test_newest_of_a_batch_collected_in_chunks() -> None:
     found = newest_of(chunked["entity"], chunked["position"], chunked["keep_fields"], DATA)
     assert found == newest_indices([r[0] for r in ROWS], [r[1] for r in ROWS], [r[3] for r in ROWS], DATA)
 
+
+def test_auto_driver_batches_fit_a_quarter_of_the_driver_memory() -> None:
+    gib = 1 << 30
+    # 1 GiB driver, 433-byte Avro records (+256 per decoded row): 389k records, ~268 MB at 689 B each
+    assert rows_for(gib, 433.5) == 389_319
+    assert rows_for(4 * gib, 433.5) == 1_557_276  # the driver's memory, not a fixed count
+    assert rows_for(gib, 5_166) == DRIVER_ROWS  # JSON with inline schemas: never below the floor
+    assert rows_for(gib, None) == DRIVER_ROWS  # an empty topic: a live stream's bound
+
+
+def test_explicit_bounds_are_kept_and_a_cluster_gets_the_floor() -> None:
+    explicit = RunConfig(small_batch_rows=10, warehouse_driver_rows=0)
+    assert sized(explicit, "any-topic", spark=None) is explicit  # type: ignore[arg-type]  # never asked
+    cluster = sized(RunConfig(master="spark://h:7077", small_batch_rows=10), "t", spark=None)  # type: ignore[arg-type]
+    assert (cluster.small_batch_rows, cluster.warehouse_driver_rows) == (10, DRIVER_ROWS)

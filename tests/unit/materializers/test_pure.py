@@ -165,12 +165,13 @@ def test_catalog() -> None:
         lookup("nope")
 
 
-def test_the_small_batch_bound_is_a_non_negative_count_from_flag_or_env() -> None:
-    # the warehouse's driver bound: a live driver that fell behind stays on the driver's path
-    assert RunConfig.from_env({}).small_batch_rows == RunConfig.from_env({}).warehouse_driver_rows == 50_000
+def test_the_small_batch_bound_is_a_non_negative_count_or_auto_from_flag_or_env() -> None:
+    # auto (None): the job sizes both bounds (driver_batch.sized)
+    assert RunConfig.from_env({}).small_batch_rows is RunConfig.from_env({}).warehouse_driver_rows is None
     assert RunConfig.from_env({"MATERIALIZERS_SMALL_BATCH_ROWS": "0"}).small_batch_rows == 0
     assert RunConfig().with_overrides(small_batch_rows="250").small_batch_rows == 250
-    for bad in ("-1", "many", "1e3"):
+    assert RunConfig(small_batch_rows=250).with_overrides(small_batch_rows="auto").small_batch_rows is None
+    for bad in ("-1", "many", "1e3", "Auto"):
         with pytest.raises(ConfigError, match="non-negative integer"):
             RunConfig.from_env({"MATERIALIZERS_SMALL_BATCH_ROWS": bad})
 

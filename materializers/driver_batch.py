@@ -1,0 +1,131 @@
+"""How many records a batch applied whole in the driver may hold: sized by bytes, not by a count.
+
+The driver's path (one Spark job collects the batch as Arrow, the views write it from there: delta-rs
+for the warehouse) pays fixed work per batch: Spark's planning and job, and delta-rs's MERGE, which
+reads the current table and rewrites every file the batch's entities touch (copy-on-write: delta-rs
+writes no deletion vectors). A backfill therefore wants as few batches as the driver's memory allows,
+and a count of records fits one row width only. 2,000,000 Avro products changes on `local[2]`
+(a 1M-row current table): 50,000-record batches 23.5k rows/s, 200,000 30.1k, 500,000 35.9k (the
+driver's Python peaked at 2.1 GB there; bench/results/history.md).
+
+`auto` (the default of `--small-batch-rows` and `--warehouse-driver-rows`): on a local master, as many
+records as fit a quarter of the driver's memory (`spark.driver.memory`: a collected batch passes
+through the driver JVM's heap), each counted at its key and value bytes on the broker (the mean of the
+newest records of each partition) plus ROW_OVERHEAD for what a decoded row adds (position, Kafka
+coordinates, topic name); never fewer than DRIVER_ROWS. Record bytes over-count a decoded row (Debezium's
+envelope carries `source` and `before`; JSON its field names or inline schema), so the bound errs on
+the small side. On a cluster, or when the topic holds no records yet: DRIVER_ROWS, a live stream's
+batches (larger ones stay on the executors there).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from kafkakit.clients import make_consumer
+from materializers.config import DRIVER_ROWS, RunConfig, is_local
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
+    from pyspark.sql import SparkSession
+
+    from kafkakit.client_config import KafkaClientConfig
+
+log = logging.getLogger(__name__)
+
+ROW_OVERHEAD = 256  # bytes a decoded row holds beyond its record's: position, coordinates, topic
+SAMPLE = 64  # records read from the end of each partition
+MEMORY_SHARE = 4  # a batch may take 1/MEMORY_SHARE of the driver's memory
+
+
+def rows_for(memory_bytes: int, record_bytes: float | None) -> int:
+    """Records per driver batch for a driver of `memory_bytes` and records of `record_bytes` (None:
+    not known) on average (pure)."""
+    if record_bytes is None:
+        return DRIVER_ROWS
+    return max(DRIVER_ROWS, int(memory_bytes // MEMORY_SHARE // (record_bytes + ROW_OVERHEAD)))
+
+
+def sized(config: RunConfig, topic: str, spark: SparkSession) -> RunConfig:
+    """`config` with its `auto` driver batch bounds (None) resolved for `topic` and this driver."""
+    if config.small_batch_rows is not None and config.warehouse_driver_rows is not None:
+        return config
+    rows = DRIVER_ROWS
+    if is_local(config.master):
+        memory = driver_memory(spark)
+        sampled = record_bytes(
+            config.endpoints.kafka_bootstrap_servers, topic, client_config=config.endpoints.kafka_client
+        )
+        rows = rows_for(memory, sampled)
+        log.info(
+            "driver batches of at most %s records (auto: %s bytes per record on %s, %s MiB driver memory)",
+            f"{rows:,}",
+            "unknown" if sampled is None else f"{sampled:,.0f}",
+            topic,
+            memory >> 20,
+        )
+    return replace(
+        config,
+        small_batch_rows=rows if config.small_batch_rows is None else config.small_batch_rows,
+        warehouse_driver_rows=rows if config.warehouse_driver_rows is None else config.warehouse_driver_rows,
+    )
+
+
+def driver_memory(spark: SparkSession) -> int:
+    """The driver's memory in bytes, as Spark reads `spark.driver.memory` (default 1g)."""
+    text = spark.sparkContext.getConf().get("spark.driver.memory", "1g") or "1g"
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return int(jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(text))
+
+
+def record_bytes(
+    bootstrap: str, topic: str, *, client_config: KafkaClientConfig | None = None, timeout_s: float = 5.0
+) -> float | None:
+    """Mean key + value bytes of the newest SAMPLE records of each of `topic`'s partitions (None: no
+    record, or the topic cannot be read: the job's own checks name that)."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    consumer = make_consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"materializers-size-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+        },
+        client_config=client_config,
+    )
+    try:
+        found = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if found is None or found.error is not None:
+            return None
+        wanted: list[TopicPartition] = []
+        for partition in found.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)
+            if high > low:
+                wanted.append(TopicPartition(topic, partition, max(low, high - SAMPLE)))
+        if not wanted:
+            return None
+        consumer.assign(wanted)
+        sizes = _sizes(consumer, SAMPLE * len(wanted), time.monotonic() + timeout_s)
+        return sum(sizes) / len(sizes) if sizes else None
+    except KafkaException:
+        return None
+    finally:
+        consumer.close()
+
+
+def _sizes(consumer: Consumer, expected: int, deadline: float) -> list[int]:
+    """Key + value bytes of the records the assigned `consumer` reads: until `expected`, the deadline,
+    or a poll that finds nothing more (a compacted or transactional partition holds fewer records
+    than its offsets span)."""
+    sizes: list[int] = []
+    while len(sizes) < expected and time.monotonic() < deadline:
+        got = consumer.consume(num_messages=expected - len(sizes), timeout=0.2 if sizes else 1.0)
+        if not got:
+            break
+        sizes += [len(m.key() or b"") + len(m.value() or b"") for m in got if m.error() is None]
+    return sizes
