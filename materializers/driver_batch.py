@@ -14,8 +14,10 @@ through the driver JVM's heap), each counted at its key and value bytes on the b
 newest records of each partition) plus ROW_OVERHEAD for what a decoded row adds (position, Kafka
 coordinates, topic name); never fewer than DRIVER_ROWS. Record bytes over-count a decoded row (Debezium's
 envelope carries `source` and `before`; JSON its field names or inline schema), so the bound errs on
-the small side. On a cluster, or when the topic holds no records yet: DRIVER_ROWS, a live stream's
-batches (larger ones stay on the executors there).
+the small side. DRIVER_ROWS, a live stream's batches, on a cluster (larger ones stay on the executors
+there), when the topic holds no records yet, and where a view holds the batch as Python rows: the
+Tantivy index folds its batch from one dict per change (about a kilobyte each), and a view of the
+spec's own may do the same, so their batches keep the count they were measured with.
 """
 
 from __future__ import annotations
@@ -50,12 +52,13 @@ def rows_for(memory_bytes: int, record_bytes: float | None) -> int:
     return max(DRIVER_ROWS, int(memory_bytes // MEMORY_SHARE // (record_bytes + ROW_OVERHEAD)))
 
 
-def sized(config: RunConfig, topic: str, spark: SparkSession) -> RunConfig:
-    """`config` with its `auto` driver batch bounds (None) resolved for `topic` and this driver."""
+def sized(config: RunConfig, topic: str, spark: SparkSession, *, arrow_only: bool) -> RunConfig:
+    """`config` with its `auto` driver batch bounds (None) resolved for `topic` and this driver;
+    `arrow_only`: whether every view of the job holds a batch as Arrow (`JobPlan.arrow_only`)."""
     if config.small_batch_rows is not None and config.warehouse_driver_rows is not None:
         return config
     rows = DRIVER_ROWS
-    if is_local(config.master):
+    if is_local(config.master) and arrow_only:
         memory = driver_memory(spark)
         sampled = record_bytes(
             config.endpoints.kafka_bootstrap_servers, topic, client_config=config.endpoints.kafka_client

@@ -215,7 +215,8 @@ class Job:
 
     def __init__(self, spark: SparkSession, plan: JobPlan) -> None:
         self.spark = spark
-        self.plan = plan = replace(plan, config=driver_batch.sized(plan.config, plan.topic, spark))
+        sized = driver_batch.sized(plan.config, plan.topic, spark, arrow_only=plan.arrow_only())
+        self.plan = plan = replace(plan, config=sized)
         self.views: list[View] = plan.views()
         self.schemas = WriterSchemas(
             plan.config.endpoints.schema_registry_url, auth=plan.config.endpoints.schema_registry_auth

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from materializers.config import DRIVER_ROWS, RunConfig
+from materializers.config import DRIVER_ROWS, VIEWS, RunConfig
 from materializers.errors import BadView, UnknownView
 from materializers.spec import Materializer
 from materializers.view import View, check_names, check_view, is_factory
@@ -101,6 +101,15 @@ class JobPlan:
         if view in ("cache", "search", "warehouse") and view not in self.spec.builtin_views:
             return False
         return not self.config.views or view in self.config.views
+
+    def arrow_only(self) -> bool:
+        """Whether every view this run keeps holds a driver batch as Arrow (the cache, the warehouse,
+        OpenSearch) rather than as Python rows (the Tantivy index's fold; a view of the spec's own may
+        do either): the condition of driver_batch's byte-sized bound."""
+        own = bool(self.spec.views) and (
+            not self.config.views or any(v not in VIEWS for v in self.config.views)
+        )
+        return self.search() is None and not own
 
     def warehouse(self) -> DeltaWarehouse:
         rows = self.config.warehouse_driver_rows

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import UTC, date, datetime
 
 import pyarrow as pa
@@ -14,6 +15,8 @@ from kafkakit.errors import ConfigError
 from materializers.changes import newest_indices, newest_of
 from materializers.config import DRIVER_ROWS, RunConfig, parse_driver_rows
 from materializers.driver_batch import rows_for, sized
+from materializers.plan import JobPlan
+from materializers.spec import Materializer
 from materializers.views.delta_warehouse import (
     DATAFUSION,
     arrow_bounds,
@@ -21,6 +24,7 @@ from materializers.views.delta_warehouse import (
     history_rows,
     merge_assignments,
 )
+from shop.products import PRODUCTS
 
 DATA = ("name", "description")
 AT = datetime(2026, 11, 27, 9, tzinfo=UTC)
@@ -161,8 +165,24 @@ def test_auto_driver_batches_fit_a_quarter_of_the_driver_memory() -> None:
     assert rows_for(gib, None) == DRIVER_ROWS  # an empty topic: a live stream's bound
 
 
-def test_explicit_bounds_are_kept_and_a_cluster_gets_the_floor() -> None:
+def test_explicit_bounds_are_kept_and_a_cluster_or_python_rows_get_the_floor() -> None:
+    # spark=None: none of these asks the driver or the broker
     explicit = RunConfig(small_batch_rows=10, warehouse_driver_rows=0)
-    assert sized(explicit, "any-topic", spark=None) is explicit  # type: ignore[arg-type]  # never asked
-    cluster = sized(RunConfig(master="spark://h:7077", small_batch_rows=10), "t", spark=None)  # type: ignore[arg-type]
-    assert (cluster.small_batch_rows, cluster.warehouse_driver_rows) == (10, DRIVER_ROWS)
+    assert sized(explicit, "t", spark=None, arrow_only=True) is explicit  # type: ignore[arg-type]
+    cluster = RunConfig(master="spark://h:7077", small_batch_rows=10)
+    found = sized(cluster, "t", spark=None, arrow_only=True)  # type: ignore[arg-type]
+    assert (found.small_batch_rows, found.warehouse_driver_rows) == (10, DRIVER_ROWS)
+    found = sized(RunConfig(), "t", spark=None, arrow_only=False)  # type: ignore[arg-type]
+    assert (found.small_batch_rows, found.warehouse_driver_rows) == (DRIVER_ROWS, DRIVER_ROWS)
+
+
+def test_only_views_that_hold_a_batch_as_arrow_take_the_byte_sized_bound() -> None:
+    def plan(spec: Materializer = PRODUCTS, **flags: str) -> JobPlan:
+        return JobPlan.of(spec, RunConfig().with_overrides(**flags))
+
+    assert not plan().arrow_only()  # products keeps a Tantivy index: it folds Python rows
+    assert plan(views="cache,warehouse").arrow_only()
+    assert plan(search_backend="opensearch").arrow_only()
+    own = replace(PRODUCTS, search_fields=(), views=(object(),))  # its own view may hold Python rows
+    assert not plan(own).arrow_only()
+    assert plan(own, views="cache,warehouse").arrow_only()  # ... unless the run leaves it out
