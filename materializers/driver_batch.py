@@ -10,14 +10,15 @@ driver's Python peaked at 2.1 GB there; bench/results/history.md).
 
 `auto` (the default of `--small-batch-rows` and `--warehouse-driver-rows`): on a local master, as many
 records as fit a quarter of the driver's memory (`spark.driver.memory`: a collected batch passes
-through the driver JVM's heap), each counted at its key and value bytes on the broker (the mean of the
-newest records of each partition) plus ROW_OVERHEAD for what a decoded row adds (position, Kafka
-coordinates, topic name); never fewer than DRIVER_ROWS. Record bytes over-count a decoded row (Debezium's
-envelope carries `source` and `before`; JSON its field names or inline schema), so the bound errs on
-the small side. DRIVER_ROWS, a live stream's batches, on a cluster (larger ones stay on the executors
-there), when the topic holds no records yet, and where a view holds the batch as Python rows: the
-Tantivy index folds its batch from one dict per change (about a kilobyte each), and a view of the
-spec's own may do the same, so their batches keep the count they were measured with.
+through the driver JVM's heap) and half of `spark.driver.maxResultSize` (a collect past it fails),
+each counted at its key and value bytes on the broker (the mean of the newest records of each
+partition) plus ROW_OVERHEAD for what a decoded row adds (position, Kafka coordinates, topic name);
+never fewer than DRIVER_ROWS. Record bytes over-count a decoded row (Debezium's envelope carries
+`source` and `before`; JSON its field names or inline schema), so the bound errs on the small side.
+DRIVER_ROWS, a live stream's batches, on a cluster (larger ones stay on the executors there), when
+the topic holds no records yet, and where a view holds the batch as Python rows: the Tantivy index
+folds its batch from one dict per change (about a kilobyte each), and a view of the spec's own may
+do the same, so their batches keep the count they were measured with.
 """
 
 from __future__ import annotations
@@ -44,12 +45,12 @@ SAMPLE = 64  # records read from the end of each partition
 MEMORY_SHARE = 4  # a batch may take 1/MEMORY_SHARE of the driver's memory
 
 
-def rows_for(memory_bytes: int, record_bytes: float | None) -> int:
-    """Records per driver batch for a driver of `memory_bytes` and records of `record_bytes` (None:
+def rows_for(budget_bytes: int, record_bytes: float | None) -> int:
+    """Records per driver batch within `budget_bytes` (`budget`) for records of `record_bytes` (None:
     not known) on average (pure)."""
     if record_bytes is None:
         return DRIVER_ROWS
-    return max(DRIVER_ROWS, int(memory_bytes // MEMORY_SHARE // (record_bytes + ROW_OVERHEAD)))
+    return max(DRIVER_ROWS, int(budget_bytes // (record_bytes + ROW_OVERHEAD)))
 
 
 def sized(config: RunConfig, topic: str, spark: SparkSession, *, arrow_only: bool) -> RunConfig:
@@ -59,17 +60,17 @@ def sized(config: RunConfig, topic: str, spark: SparkSession, *, arrow_only: boo
         return config
     rows = DRIVER_ROWS
     if is_local(config.master) and arrow_only:
-        memory = driver_memory(spark)
+        allowed = budget(spark)
         sampled = record_bytes(
             config.endpoints.kafka_bootstrap_servers, topic, client_config=config.endpoints.kafka_client
         )
-        rows = rows_for(memory, sampled)
+        rows = rows_for(allowed, sampled)
         log.info(
-            "driver batches of at most %s records (auto: %s bytes per record on %s, %s MiB driver memory)",
+            "driver batches of at most %s records (auto: %s bytes per record on %s, a budget of %s MiB)",
             f"{rows:,}",
             "unknown" if sampled is None else f"{sampled:,.0f}",
             topic,
-            memory >> 20,
+            allowed >> 20,
         )
     return replace(
         config,
@@ -78,12 +79,24 @@ def sized(config: RunConfig, topic: str, spark: SparkSession, *, arrow_only: boo
     )
 
 
-def driver_memory(spark: SparkSession) -> int:
-    """The driver's memory in bytes, as Spark reads `spark.driver.memory` (default 1g)."""
-    text = spark.sparkContext.getConf().get("spark.driver.memory", "1g") or "1g"
+def budget(spark: SparkSession) -> int:
+    """`budget_of` this driver's `spark.driver.memory` and `spark.driver.maxResultSize` (default 1g
+    each), read as Spark reads them."""
+    conf = spark.sparkContext.getConf()
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    return int(jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(text))
+    as_bytes = jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes
+    return budget_of(
+        int(as_bytes(conf.get("spark.driver.memory", "1g") or "1g")),
+        int(as_bytes(conf.get("spark.driver.maxResultSize", "1g") or "1g")),
+    )
+
+
+def budget_of(memory: int, max_result: int) -> int:
+    """The bytes a driver batch may take (pure): 1/MEMORY_SHARE of the driver's memory, and at most
+    half of its `maxResultSize` (0: no limit), past which Spark fails the job that collects a batch."""
+    share = memory // MEMORY_SHARE
+    return min(share, max_result // 2) if max_result else share
 
 
 def record_bytes(

@@ -37,9 +37,10 @@ def test_auto_sizes_the_bound_from_the_newest_records_and_the_driver_memory(
     produce(producer, topic, [5_000] * 10 + [1_000] * driver_batch.SAMPLE)  # older, larger ones left out
     assert sampled(endpoints, topic) == 1_000
     job = Job(spark, JobPlan.of(PRODUCTS, run_config(topic=topic, views="cache,warehouse")))
-    memory = driver_batch.driver_memory(spark)
-    expected = memory // driver_batch.MEMORY_SHARE // (1_000 + driver_batch.ROW_OVERHEAD)
-    assert memory == 1 << 30 and expected > DRIVER_ROWS  # Spark's default driver: 213k records
+    # Spark's defaults: 1 GiB of driver memory (a quarter: 256 MiB), maxResultSize 1 GiB (a half)
+    assert driver_batch.budget(spark) == 1 << 28
+    expected = (1 << 28) // (1_000 + driver_batch.ROW_OVERHEAD)
+    assert expected == 213_722
     assert job.small_batch_rows == job.plan.config.warehouse_driver_rows == expected
     assert job.plan.warehouse().driver_rows == expected
     assert batch_cap(0, job.small_batch_rows, spark.sparkContext.master, collects=True) == expected

@@ -14,7 +14,7 @@ import pytest
 from kafkakit.errors import ConfigError
 from materializers.changes import newest_indices, newest_of
 from materializers.config import DRIVER_ROWS, RunConfig, parse_driver_rows
-from materializers.driver_batch import rows_for, sized
+from materializers.driver_batch import budget_of, rows_for, sized
 from materializers.plan import JobPlan
 from materializers.spec import Materializer
 from materializers.views.delta_warehouse import (
@@ -156,13 +156,21 @@ def test_newest_of_a_batch_collected_in_chunks() -> None:
     assert found == newest_indices([r[0] for r in ROWS], [r[1] for r in ROWS], [r[3] for r in ROWS], DATA)
 
 
-def test_auto_driver_batches_fit_a_quarter_of_the_driver_memory() -> None:
+def test_auto_driver_batches_fit_the_budget_at_the_records_bytes() -> None:
+    budget = (1 << 30) // 4  # a 1 GiB driver's quarter
+    # 433-byte Avro records (+256 per decoded row): 389k records, ~268 MB at 689 B each
+    assert rows_for(budget, 433.5) == 389_319
+    assert rows_for(4 * budget, 433.5) == 1_557_276  # the driver's memory, not a fixed count
+    assert rows_for(budget, 5_166) == DRIVER_ROWS  # JSON with inline schemas: never below the floor
+    assert rows_for(budget, None) == DRIVER_ROWS  # an empty topic: a live stream's bound
+
+
+def test_the_budget_follows_the_driver_memory_and_stays_under_max_result_size() -> None:
     gib = 1 << 30
-    # 1 GiB driver, 433-byte Avro records (+256 per decoded row): 389k records, ~268 MB at 689 B each
-    assert rows_for(gib, 433.5) == 389_319
-    assert rows_for(4 * gib, 433.5) == 1_557_276  # the driver's memory, not a fixed count
-    assert rows_for(gib, 5_166) == DRIVER_ROWS  # JSON with inline schemas: never below the floor
-    assert rows_for(gib, None) == DRIVER_ROWS  # an empty topic: a live stream's bound
+    assert budget_of(gib, gib) == gib // 4  # Spark's defaults
+    assert budget_of(8 * gib, gib) == gib // 2  # a collect past maxResultSize would fail the job
+    assert budget_of(8 * gib, 0) == 2 * gib  # maxResultSize 0: no limit
+    assert budget_of(2 * gib, 4 * gib) == gib // 2
 
 
 def test_explicit_bounds_are_kept_and_a_cluster_or_python_rows_get_the_floor() -> None:
