@@ -6,19 +6,21 @@ reads the current table and rewrites every file the batch's entities touch (copy
 writes no deletion vectors). A backfill therefore wants as few batches as the driver's memory allows,
 and a count of records fits one row width only. 2,000,000 Avro products changes on `local[2]`
 (a 1M-row current table): 50,000-record batches 23.5k rows/s, 200,000 30.1k, 500,000 35.9k (the
-driver's Python peaked at 2.1 GB there; bench/results/history.md).
+driver's Python peaked at 2.1 GB there; bench/results/history.md). A quarter of the driver's memory
+(383k records there) ran a job with the cache out of the 1 GiB heap.
 
 `auto` (the default of `--small-batch-rows` and `--warehouse-driver-rows`): on a local master, as many
-records as fit a quarter of the driver's memory (`spark.driver.memory`: a collected batch passes
-through the driver JVM's heap) and half of `spark.driver.maxResultSize` (a collect past it fails),
+records as fit an eighth of the driver's memory (`spark.driver.memory`: a collected batch passes
+through the driver JVM's heap several times: the tasks' Arrow batches, their serialized results, the
+copy the driver receives) and half of `spark.driver.maxResultSize` (a collect past it fails),
 each counted at its key and value bytes on the broker (the mean of the newest records of each
 partition) plus ROW_OVERHEAD for what a decoded row adds (position, Kafka coordinates, topic name);
 never fewer than DRIVER_ROWS. Record bytes over-count a decoded row (Debezium's envelope carries
 `source` and `before`; JSON its field names or inline schema), so the bound errs on the small side.
 DRIVER_ROWS, a live stream's batches, on a cluster (larger ones stay on the executors there), when
-the topic holds no records yet, and where a view holds the batch as Python rows: the Tantivy index
-folds its batch from one dict per change (about a kilobyte each), and a view of the spec's own may
-do the same, so their batches keep the count they were measured with.
+the topic holds no records yet, and where a view does not write a batch column-wise from Arrow
+(`JobPlan.arrow_only`: the cache, the Tantivy index, a view of the spec's own), so their batches
+keep the count they were measured with.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ log = logging.getLogger(__name__)
 
 ROW_OVERHEAD = 256  # bytes a decoded row holds beyond its record's: position, coordinates, topic
 SAMPLE = 64  # records read from the end of each partition
-MEMORY_SHARE = 4  # a batch may take 1/MEMORY_SHARE of the driver's memory
+MEMORY_SHARE = 8  # a batch may take 1/MEMORY_SHARE of the driver's memory (see `budget_of`)
 
 
 def rows_for(budget_bytes: int, record_bytes: float | None) -> int:

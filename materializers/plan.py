@@ -103,13 +103,15 @@ class JobPlan:
         return not self.config.views or view in self.config.views
 
     def arrow_only(self) -> bool:
-        """Whether every view this run keeps holds a driver batch as Arrow (the cache, the warehouse,
-        OpenSearch) rather than as Python rows (the Tantivy index's fold; a view of the spec's own may
-        do either): the condition of driver_batch's byte-sized bound."""
+        """Whether every view this run keeps writes a driver batch column-wise from Arrow: the warehouse
+        (delta-rs) and OpenSearch (from the executors). Not the cache (it writes change by change, and
+        its field maps repeat every value: a 383k-record batch ran the 1 GiB driver JVM out of heap),
+        nor the Tantivy index (a Python dict per change); a view of the spec's own may do either. The
+        condition of driver_batch's byte-sized bound."""
         own = bool(self.spec.views) and (
             not self.config.views or any(v not in VIEWS for v in self.config.views)
         )
-        return self.search() is None and not own
+        return not self.keeps("cache") and self.search() is None and not own
 
     def warehouse(self) -> DeltaWarehouse:
         rows = self.config.warehouse_driver_rows

@@ -36,15 +36,15 @@ def test_auto_sizes_the_bound_from_the_newest_records_and_the_driver_memory(
     topic = topics("mat-size")
     produce(producer, topic, [5_000] * 10 + [1_000] * driver_batch.SAMPLE)  # older, larger ones left out
     assert sampled(endpoints, topic) == 1_000
-    job = Job(spark, JobPlan.of(PRODUCTS, run_config(topic=topic, views="cache,warehouse")))
-    # Spark's defaults: 1 GiB of driver memory (a quarter: 256 MiB), maxResultSize 1 GiB (a half)
-    assert driver_batch.budget(spark) == 1 << 28
-    expected = (1 << 28) // (1_000 + driver_batch.ROW_OVERHEAD)
-    assert expected == 213_722
+    job = Job(spark, JobPlan.of(PRODUCTS, run_config(topic=topic, views="warehouse")))
+    # Spark's defaults: 1 GiB of driver memory (an eighth: 128 MiB), maxResultSize 1 GiB (a half)
+    assert driver_batch.budget(spark) == 1 << 27
+    expected = (1 << 27) // (1_000 + driver_batch.ROW_OVERHEAD)
+    assert expected == 106_861
     assert job.small_batch_rows == job.plan.config.warehouse_driver_rows == expected
     assert job.plan.warehouse().driver_rows == expected
     assert batch_cap(0, job.small_batch_rows, spark.sparkContext.master, collects=True) == expected
-    # with the Tantivy index (it folds a batch as Python rows) the bound stays a live stream's
+    # with the cache and the Tantivy index (change by change, Python rows) it stays a live stream's
     tantivy = Job(spark, JobPlan.of(PRODUCTS, run_config(topic=topic)))
     assert tantivy.small_batch_rows == tantivy.plan.config.warehouse_driver_rows == DRIVER_ROWS
 

@@ -157,7 +157,7 @@ def test_newest_of_a_batch_collected_in_chunks() -> None:
 
 
 def test_auto_driver_batches_fit_the_budget_at_the_records_bytes() -> None:
-    budget = (1 << 30) // 4  # a 1 GiB driver's quarter
+    budget = (1 << 30) // 4  # a quarter of 1 GiB
     # 433-byte Avro records (+256 per decoded row): 389k records, ~268 MB at 689 B each
     assert rows_for(budget, 433.5) == 389_319
     assert rows_for(4 * budget, 433.5) == 1_557_276  # the driver's memory, not a fixed count
@@ -167,10 +167,10 @@ def test_auto_driver_batches_fit_the_budget_at_the_records_bytes() -> None:
 
 def test_the_budget_follows_the_driver_memory_and_stays_under_max_result_size() -> None:
     gib = 1 << 30
-    assert budget_of(gib, gib) == gib // 4  # Spark's defaults
-    assert budget_of(8 * gib, gib) == gib // 2  # a collect past maxResultSize would fail the job
-    assert budget_of(8 * gib, 0) == 2 * gib  # maxResultSize 0: no limit
-    assert budget_of(2 * gib, 4 * gib) == gib // 2
+    assert budget_of(gib, gib) == gib // 8  # Spark's defaults
+    assert budget_of(16 * gib, gib) == gib // 2  # a collect past maxResultSize would fail the job
+    assert budget_of(16 * gib, 0) == 2 * gib  # maxResultSize 0: no limit
+    assert budget_of(2 * gib, 4 * gib) == gib // 4
 
 
 def test_explicit_bounds_are_kept_and_a_cluster_or_python_rows_get_the_floor() -> None:
@@ -188,9 +188,10 @@ def test_only_views_that_hold_a_batch_as_arrow_take_the_byte_sized_bound() -> No
     def plan(spec: Materializer = PRODUCTS, **flags: str) -> JobPlan:
         return JobPlan.of(spec, RunConfig().with_overrides(**flags))
 
-    assert not plan().arrow_only()  # products keeps a Tantivy index: it folds Python rows
-    assert plan(views="cache,warehouse").arrow_only()
-    assert plan(search_backend="opensearch").arrow_only()
+    assert not plan().arrow_only()  # products keeps a Tantivy index (Python rows) and the cache
+    assert plan(views="warehouse").arrow_only()
+    assert not plan(views="cache,warehouse").arrow_only()  # its field maps double a row, per change
+    assert plan(views="search,warehouse", search_backend="opensearch").arrow_only()
     own = replace(PRODUCTS, search_fields=(), views=(object(),))  # its own view may hold Python rows
     assert not plan(own).arrow_only()
-    assert plan(own, views="cache,warehouse").arrow_only()  # ... unless the run leaves it out
+    assert plan(own, views="warehouse").arrow_only()  # ... unless the run leaves it out
