@@ -91,9 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument(
         "--small-batch-rows",
         help="a batch of at most this many records is applied whole from the driver in one Spark job "
-        f"(low latency), larger ones by the executors (default {AUTO}: on a local master as many as fit a "
-        f"quarter of the driver's memory at the topic's record bytes, at least {DRIVER_ROWS}; 0: always "
-        "the executors; env MATERIALIZERS_SMALL_BATCH_ROWS)",
+        f"(low latency), larger ones by the executors (default {AUTO}: for the warehouse alone on a local "
+        "master, as many as fit an eighth of the driver's memory at the topic's record bytes, else "
+        f"{DRIVER_ROWS}; 0: always the executors; env MATERIALIZERS_SMALL_BATCH_ROWS)",
     )
     start.add_argument(
         "--warehouse-driver-rows",

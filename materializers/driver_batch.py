@@ -18,9 +18,9 @@ partition) plus ROW_OVERHEAD for what a decoded row adds (position, Kafka coordi
 never fewer than DRIVER_ROWS. Record bytes over-count a decoded row (Debezium's envelope carries
 `source` and `before`; JSON its field names or inline schema), so the bound errs on the small side.
 DRIVER_ROWS, a live stream's batches, on a cluster (larger ones stay on the executors there), when
-the topic holds no records yet, and where a view does not write a batch column-wise from Arrow
-(`JobPlan.arrow_only`: the cache, the Tantivy index, a view of the spec's own), so their batches
-keep the count they were measured with.
+the topic holds no records yet, and where the job keeps a view besides the warehouse (the others
+turn a batch into Python values: `JobPlan.warehouse_only`), so their batches keep the count they
+were measured with.
 """
 
 from __future__ import annotations
@@ -55,13 +55,13 @@ def rows_for(budget_bytes: int, record_bytes: float | None) -> int:
     return max(DRIVER_ROWS, int(budget_bytes // (record_bytes + ROW_OVERHEAD)))
 
 
-def sized(config: RunConfig, topic: str, spark: SparkSession, *, arrow_only: bool) -> RunConfig:
+def sized(config: RunConfig, topic: str, spark: SparkSession, *, warehouse_only: bool) -> RunConfig:
     """`config` with its `auto` driver batch bounds (None) resolved for `topic` and this driver;
-    `arrow_only`: whether every view of the job holds a batch as Arrow (`JobPlan.arrow_only`)."""
+    `warehouse_only`: whether the warehouse is the job's only view (`JobPlan.warehouse_only`)."""
     if config.small_batch_rows is not None and config.warehouse_driver_rows is not None:
         return config
     rows = DRIVER_ROWS
-    if is_local(config.master) and arrow_only:
+    if is_local(config.master) and warehouse_only:
         allowed = budget(spark)
         sampled = record_bytes(
             config.endpoints.kafka_bootstrap_servers, topic, client_config=config.endpoints.kafka_client

@@ -215,7 +215,7 @@ class Job:
 
     def __init__(self, spark: SparkSession, plan: JobPlan) -> None:
         self.spark = spark
-        sized = driver_batch.sized(plan.config, plan.topic, spark, arrow_only=plan.arrow_only())
+        sized = driver_batch.sized(plan.config, plan.topic, spark, warehouse_only=plan.warehouse_only())
         self.plan = plan = replace(plan, config=sized)
         self.views: list[View] = plan.views()
         self.schemas = WriterSchemas(

@@ -102,16 +102,17 @@ class JobPlan:
             return False
         return not self.config.views or view in self.config.views
 
-    def arrow_only(self) -> bool:
-        """Whether every view this run keeps writes a driver batch column-wise from Arrow: the warehouse
-        (delta-rs) and OpenSearch (from the executors). Not the cache (it writes change by change, and
-        its field maps repeat every value: a 383k-record batch ran the 1 GiB driver JVM out of heap),
-        nor the Tantivy index (a Python dict per change); a view of the spec's own may do either. The
-        condition of driver_batch's byte-sized bound."""
+    def warehouse_only(self) -> bool:
+        """Whether the warehouse is the only view this run keeps: it writes a driver batch column-wise
+        from Arrow (delta-rs), where the others turn it into Python values (the cache change by change,
+        its field maps repeating every value: a 383k-record batch ran the 1 GiB driver JVM out of heap;
+        OpenSearch's documents from the batch's columns as lists; the Tantivy index a dict per change)
+        and a view of the spec's own may. The condition of driver_batch's byte-sized bound."""
         own = bool(self.spec.views) and (
             not self.config.views or any(v not in VIEWS for v in self.config.views)
         )
-        return not self.keeps("cache") and self.search() is None and not own
+        others = self.keeps("cache") or self.search() is not None or self.opensearch() is not None
+        return self.keeps("warehouse") and not others and not own
 
     def warehouse(self) -> DeltaWarehouse:
         rows = self.config.warehouse_driver_rows

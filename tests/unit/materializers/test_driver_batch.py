@@ -176,22 +176,23 @@ def test_the_budget_follows_the_driver_memory_and_stays_under_max_result_size() 
 def test_explicit_bounds_are_kept_and_a_cluster_or_python_rows_get_the_floor() -> None:
     # spark=None: none of these asks the driver or the broker
     explicit = RunConfig(small_batch_rows=10, warehouse_driver_rows=0)
-    assert sized(explicit, "t", spark=None, arrow_only=True) is explicit  # type: ignore[arg-type]
+    assert sized(explicit, "t", spark=None, warehouse_only=True) is explicit  # type: ignore[arg-type]
     cluster = RunConfig(master="spark://h:7077", small_batch_rows=10)
-    found = sized(cluster, "t", spark=None, arrow_only=True)  # type: ignore[arg-type]
+    found = sized(cluster, "t", spark=None, warehouse_only=True)  # type: ignore[arg-type]
     assert (found.small_batch_rows, found.warehouse_driver_rows) == (10, DRIVER_ROWS)
-    found = sized(RunConfig(), "t", spark=None, arrow_only=False)  # type: ignore[arg-type]
+    found = sized(RunConfig(), "t", spark=None, warehouse_only=False)  # type: ignore[arg-type]
     assert (found.small_batch_rows, found.warehouse_driver_rows) == (DRIVER_ROWS, DRIVER_ROWS)
 
 
-def test_only_views_that_hold_a_batch_as_arrow_take_the_byte_sized_bound() -> None:
+def test_only_a_warehouse_alone_takes_the_byte_sized_bound() -> None:
     def plan(spec: Materializer = PRODUCTS, **flags: str) -> JobPlan:
         return JobPlan.of(spec, RunConfig().with_overrides(**flags))
 
-    assert not plan().arrow_only()  # products keeps a Tantivy index (Python rows) and the cache
-    assert plan(views="warehouse").arrow_only()
-    assert not plan(views="cache,warehouse").arrow_only()  # its field maps double a row, per change
-    assert plan(views="search,warehouse", search_backend="opensearch").arrow_only()
+    assert not plan().warehouse_only()  # products keeps the cache and a Tantivy index too
+    assert plan(views="warehouse").warehouse_only()
+    assert not plan(views="cache,warehouse").warehouse_only()  # its field maps double a row
+    assert not plan(views="search,warehouse", search_backend="opensearch").warehouse_only()
+    assert not plan(views="cache").warehouse_only()
     own = replace(PRODUCTS, search_fields=(), views=(object(),))  # its own view may hold Python rows
-    assert not plan(own).arrow_only()
-    assert plan(own, views="warehouse").arrow_only()  # ... unless the run leaves it out
+    assert not plan(own).warehouse_only()
+    assert plan(own, views="warehouse").warehouse_only()  # ... unless the run leaves it out
