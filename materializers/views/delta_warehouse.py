@@ -25,10 +25,10 @@ Commit order for a micro-batch (driver; Spark commits the checkpoint only after 
    confs spark.databricks.delta.write.txnAppId/txnVersion make Delta skip a re-run of the same batch
    (verified on delta-spark 4.4.0: the second MERGE with the same txnVersion commits nothing);
 3. every `optimize_every` batches: OPTIMIZE (compaction) of both tables, by the engine that wrote the batch.
-A batch of at most `driver_rows` changes (a live stream's) takes the same steps in the driver: one
-Spark job collects it as Arrow, `changes.newest_of` folds it, and delta-rs writes both tables
-(see delta_driver.py: a fraction of Spark's fixed work per batch). Larger batches (a
-backfill) stay distributed. Both record the batch in the same `txn` actions, so either engine skips
+A batch of at most `driver_rows` changes (driver_batch.py sizes the bound) takes the same steps in
+the driver: one Spark job collects it as Arrow, `changes.newest_of` folds it, and delta-rs writes
+both tables (see delta_driver.py: a fraction of Spark's fixed work per batch). Larger batches stay
+distributed. Both record the batch in the same `txn` actions, so either engine skips
 what the other committed.
 The app id belongs to the checkpoint (see job.py): a new checkpoint gets a new app id, otherwise its
 batch ids restarting at 0 would be skipped as "already written".
