@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from kafkakit.clients import make_consumer
 from materializers.config import DRIVER_ROWS, RunConfig, is_local
+from materializers.errors import SourceUnavailable
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
@@ -108,20 +107,12 @@ def record_bytes(
     record, or the topic cannot be read: the job's own checks name that)."""
     from confluent_kafka import KafkaException, TopicPartition
 
-    consumer = make_consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"materializers-size-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-        },
-        client_config=client_config,
-    )
+    from materializers.job import metadata_consumer, partitions_of  # job imports this module
+
+    consumer = metadata_consumer(bootstrap, client_config)
     try:
-        found = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-        if found is None or found.error is not None:
-            return None
         wanted: list[TopicPartition] = []
-        for partition in found.partitions:
+        for partition in partitions_of(consumer, bootstrap, topic):
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)
             if high > low:
                 wanted.append(TopicPartition(topic, partition, max(low, high - SAMPLE)))
@@ -130,7 +121,7 @@ def record_bytes(
         consumer.assign(wanted)
         sizes = _sizes(consumer, SAMPLE * len(wanted), time.monotonic() + timeout_s)
         return sum(sizes) / len(sizes) if sizes else None
-    except KafkaException:
+    except (KafkaException, SourceUnavailable):
         return None
     finally:
         consumer.close()

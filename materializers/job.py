@@ -150,7 +150,11 @@ def metadata_consumer(bootstrap: str, client_config: KafkaClientConfig | None) -
     its handle is a producer's, whose request for one topic may have the broker create it; a
     consumer's never does."""
     return make_consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"materializers-meta-{uuid.uuid4().hex}"},
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"materializers-meta-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,  # it reads, it never stands for a group's progress
+        },
         client_config=client_config,
     )
 
