@@ -6,6 +6,8 @@ Tables under `root`:
 - `history/`: append-only, one row per (entity, position), partitioned by `event_date`; a data column
   the source did not send (an unchanged TOAST value, named in the change's `keep_fields`) is null
   there: "not sent by the source", not "set to null".
+Both are created from the driver by delta-rs (`delta_driver.create_table`: the log Spark's CREATE TABLE
+writes, without a cold JVM's seconds before a fresh job's first batch).
 Commit order for a micro-batch (driver; Spark commits the checkpoint only after all of them):
 1. history: drop (entity, position) pairs already in the table (`written`: only the batch's dates,
    and there only files whose entity/position statistics overlap the batch's), then append with
@@ -98,13 +100,10 @@ class DeltaWarehouse:
         # Spark's CREATE TABLE IF NOT EXISTS (which would change nothing) analysed and read each
         # table's log on a cold JVM before the first batch could start.
         if self.current and not _has_log(self.current_path):
-            spark.sql(
-                f"CREATE TABLE IF NOT EXISTS delta.`{self.current_path}` ({STATE_DDL}, {self.data_ddl}) USING DELTA"
-            )
+            delta_driver.create_table(spark, self.current_path, f"{STATE_DDL}, {self.data_ddl}")
         if not _has_log(self.history_path):
-            spark.sql(
-                f"CREATE TABLE IF NOT EXISTS delta.`{self.history_path}` "
-                f"({HISTORY_DDL}, {self.data_ddl}, event_date date) USING DELTA PARTITIONED BY (event_date)"
+            delta_driver.create_table(
+                spark, self.history_path, f"{HISTORY_DDL}, {self.data_ddl}, event_date date", ("event_date",)
             )
 
     def write_batch(

@@ -4,6 +4,7 @@ between the history append and the MERGE."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from deltalake import DeltaTable
 from test_unique_entities import frame
 
 from materializers.views import delta_driver
-from materializers.views.delta_warehouse import DeltaWarehouse, query
+from materializers.views.delta_warehouse import HISTORY_DDL, DeltaWarehouse, query
 from shop.products import COLUMNS, DATA_DDL
 
 pytestmark = pytest.mark.integration
@@ -134,3 +135,52 @@ def test_compaction_packs_each_date_into_one_file_and_keeps_the_rows(
     made.optimize(spark, 3 if in_driver else None)
     assert len(DeltaTable(made.history_path).file_uris()) == 1  # the batches share one date
     assert tables(made) == written
+
+
+def first_commit(table: Path) -> dict[str, Any]:
+    """The engine, columns, partitioning and protocol a table's first commit recorded."""
+    found: dict[str, Any] = {}
+    for line in (table / "_delta_log" / "00000000000000000000.json").read_text().splitlines():
+        action = json.loads(line)
+        if "commitInfo" in action:
+            found["engine"] = action["commitInfo"]["engineInfo"].split("/")[0].split(":")[0]
+        if "metaData" in action:
+            found["schema"] = json.loads(action["metaData"]["schemaString"])
+            found["partitioned_by"] = action["metaData"]["partitionColumns"]
+        if "protocol" in action:
+            found["protocol"] = action["protocol"]
+    return found
+
+
+@pytest.mark.parametrize(
+    ("ddl", "engine"),
+    [
+        (f"{HISTORY_DDL}, {DATA_DDL}, event_date date", "delta-rs"),
+        ("a boolean, b tinyint, c smallint, d bigint, e float, f double, g decimal(38,9), h date, "
+         "i binary, j int NOT NULL, event_date date", "delta-rs"),
+        # what delta-rs would not write as Spark does is left to Spark's CREATE TABLE
+        ("a varchar(10), b string COMMENT 'kept', c timestamp_ntz, event_date date", "Apache-Spark"),
+        ("a array<string>, b map<string,int>, c struct<x:int>, event_date date", "Apache-Spark"),
+    ],
+)  # fmt: skip
+def test_a_new_table_is_the_one_spark_creates(spark: Any, tmp_path: Path, ddl: str, engine: str) -> None:
+    spark.sql(f"CREATE TABLE delta.`{tmp_path / 'spark'}` ({ddl}) USING DELTA PARTITIONED BY (event_date)")
+    delta_driver.create_table(spark, str(tmp_path / "made"), ddl, ("event_date",))
+
+    made, by_spark = first_commit(tmp_path / "made"), first_commit(tmp_path / "spark")
+    assert made.pop("engine") == engine
+    assert by_spark.pop("engine") == "Apache-Spark"
+    assert made == by_spark
+    assert made["partitioned_by"] == ["event_date"]
+
+
+def test_an_existing_table_is_left_as_it_is(spark: Any, tmp_path: Path) -> None:
+    made = warehouse(spark, tmp_path)
+    write(spark, made, 0, in_driver=True)
+    before = versions(made), tables(made)
+
+    delta_driver.create_table(spark, made.history_path, "other string", ("other",))
+    made.ensure_tables(spark)
+
+    assert (versions(made), tables(made)) == before
+    assert first_commit(Path(made.history_path))["schema"]["fields"][0]["name"] == "entity"
