@@ -25,6 +25,7 @@ from materializers.views.redis_cache import REJECT_DDL, RedisCache
 from materializers.views.search_index import SearchIndex, latest_changes
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import SparkSession
 
     from materializers.view import FrameBatch, Reject, TableBatch
@@ -104,7 +105,7 @@ class SearchView:
         return True
 
     def apply_table(self, batch: TableBatch) -> list[Reject]:
-        return self._apply(batch.table.select(list(self.columns())).to_pylist(), batch.app_id, batch.batch_id)
+        return self._apply(batch.table.select(list(self.columns())), batch.app_id, batch.batch_id)
 
     def apply_frame(self, batch: FrameBatch) -> list[Reject]:
         """Every change of the batch comes to the driver (the index's single writer) through Arrow and
@@ -112,17 +113,21 @@ class SearchView:
         and a collect of Rows took two. Collected whole, not streamed: toLocalIterator ran the 1 GiB
         driver JVM out of heap on 250k-entity backfill batches."""
         errors = ERROR_COORDINATES if "error" in batch.changes.columns else ()
-        rows = batch.table([*self.columns(), *errors]).to_pylist()
-        return self._apply(rows, batch.app_id, batch.batch_id)
+        return self._apply(batch.table([*self.columns(), *errors]), batch.app_id, batch.batch_id)
 
-    def _apply(self, rows: list[dict[str, Any]], app_id: str, batch_id: int) -> list[Reject]:
-        failed = [
-            (r["src_topic"], r["src_partition"], r["src_offset"], r["error"]) for r in rows if r.get("error")
-        ]
-        latest = latest_changes((r for r in rows if not r.get("error")), self.index.text_fields)
+    def _apply(self, table: pa.Table, app_id: str, batch_id: int) -> list[Reject]:
+        import pyarrow.compute as pc
+
+        failed: list[Reject] = []
+        if "error" in table.column_names:
+            refused = pc.is_valid(table["error"])
+            failed = [(r["src_topic"], r["src_partition"], r["src_offset"], r["error"])
+                      for r in table.filter(refused).select(list(ERROR_COORDINATES)).to_pylist()]  # fmt: skip
+            table = table.filter(pc.invert(refused))
+        latest = latest_changes(table, self.index.text_fields)
         if latest:
             self.index.apply_batch(app_id, batch_id, latest)
-        del rows, latest
+        del table, latest
         release_freed_memory()
         return failed
 

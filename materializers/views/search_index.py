@@ -21,12 +21,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tantivy
 
-from materializers.changes import keeps, newest_indices
+from materializers.changes import keeps, newest_of
 from materializers.errors import ViewUnavailable
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 MARKER_PREFIX = "__batch__:"
 HEAP_BYTES = 50_000_000
@@ -44,30 +47,37 @@ class SearchChange:
     carried_at: Mapping[str, str]
 
 
-def latest_changes(rows: Iterable[Mapping[str, Any]], text_fields: tuple[str, ...]) -> list[SearchChange]:
-    """Each entity's newest change among a batch's change rows (pure; see `changes.newest_indices`):
-    the position and op of its newest change, and per field the value of the newest change that
-    carried it (did not name it in `keep_fields`)."""
-    held = list(rows)
-    found = newest_indices(
-        [r["entity"] for r in held],
-        [r["position"] for r in held],
-        [r["keep_fields"] for r in held],
-        text_fields,
-    )
-    changes = []
-    for n, i in enumerate(found.rows):
-        carriers = {name: held[k] for name in text_fields if (k := found.carriers[name][n]) is not None}
-        changes.append(
+def latest_changes(changes: pa.Table, text_fields: tuple[str, ...]) -> list[SearchChange]:
+    """Each entity's newest change among a batch's change rows (pure; see `changes.newest_of`): the
+    position and op of its newest change, and per field the value of the newest change that carried
+    it (did not name it in `keep_fields`). Folded in Arrow, then only those rows' values made Python
+    objects: every row of the batch as a dict (`to_pylist`) and a Python fold cost a live batch more
+    than its index writes."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    found = newest_of(changes["entity"], changes["position"], changes["keep_fields"], text_fields)
+    newest = pa.array(found.rows, pa.int64())
+    entities = changes["entity"].take(newest).to_pylist()
+    positions = changes["position"].take(newest).to_pylist()
+    deleted = pc.equal(changes["op"].take(newest), "delete").to_pylist()
+    carried = []  # per field: its carrier row (None: not carried), value and position, per entity
+    for name in text_fields:
+        rows = pa.array(found.carriers[name], pa.int64())
+        values, at = changes[name].take(rows).to_pylist(), changes["position"].take(rows).to_pylist()
+        carried.append((name, found.carriers[name], values, at))
+    out = []
+    for n, entity in enumerate(entities):
+        fields, carried_at = {}, {}
+        for name, carriers, values, at in carried:
+            if carriers[n] is not None:
+                fields[name], carried_at[name] = values[n], at[n]
+        out.append(
             SearchChange(
-                entity=held[i]["entity"],
-                position=held[i]["position"],
-                deleted=held[i]["op"] == "delete",
-                fields={name: row[name] for name, row in carriers.items()},
-                carried_at={name: row["position"] for name, row in carriers.items()},
+                entity=entity, position=positions[n], deleted=deleted[n], fields=fields, carried_at=carried_at
             )
         )
-    return changes
+    return out
 
 
 def document_fields(

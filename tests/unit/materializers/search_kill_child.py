@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from materializers import positions
 from materializers.views.search_index import SearchIndex, latest_changes
 
@@ -56,6 +58,14 @@ def batch_rows(batch_id: int) -> list[dict[str, Any]]:
     return rows
 
 
+def batch_table(batch_id: int) -> pa.Table:
+    """`batch_rows` as the driver holds a batch: Arrow, typed as Spark's toArrow gives it."""
+    text = [(name, pa.string()) for name in TEXT_FIELDS]
+    schema = pa.schema([("entity", pa.string()), ("position", pa.string()), ("op", pa.string()),
+                        ("keep_fields", pa.list_(pa.string())), *text])  # fmt: skip
+    return pa.Table.from_pylist(batch_rows(batch_id), schema=schema)
+
+
 def expected_documents(last: int) -> dict[str, dict[str, str]]:
     """The live documents after batches 0..last, each applied once (a model of the view, pure)."""
     held: dict[str, dict[str, str] | None] = {}
@@ -81,7 +91,7 @@ def main(argv: list[str]) -> None:
     index = SearchIndex(path=path, text_fields=TEXT_FIELDS)
     batch_id = index.last_batch(APP_ID) + 1
     while batch_id <= last:
-        index.apply_batch(APP_ID, batch_id, latest_changes(batch_rows(batch_id), TEXT_FIELDS))
+        index.apply_batch(APP_ID, batch_id, latest_changes(batch_table(batch_id), TEXT_FIELDS))
         batch_id += 1
     print(index.last_batch(APP_ID), flush=True)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
 from materializers import positions
@@ -79,13 +80,22 @@ def row(
     return {"entity": entity, "position": P(at), "op": op, "keep_fields": list(kept), **fields}
 
 
+def changes(*rows: dict[str, object], text: tuple[str, ...] = TEXT) -> pa.Table:
+    """Change rows as the driver holds them (the columns' types as Spark's toArrow gives them)."""
+    schema = pa.schema(
+        [("entity", pa.string()), ("position", pa.string()), ("op", pa.string()),
+         ("keep_fields", pa.list_(pa.string())), *[(name, pa.string()) for name in text]]
+    )  # fmt: skip
+    return pa.Table.from_pylist(list(rows), schema=schema)
+
+
 def test_latest_changes_takes_each_field_from_the_newest_change_that_carried_it() -> None:
-    rows = [
+    rows = changes(
         row("1", 7, name="b", description=None, kept=("description",)),  # TOAST kept: not carried
         row("1", 5, name="a", description="long"),
         row("2", 3, name="x", description="y"),
         row("1", 6, name="late", description="newer", kept=()),
-    ]
+    )
     found = {c.entity: c for c in latest_changes(rows, TEXT)}
     assert found["1"] == SearchChange(
         entity="1",
@@ -98,11 +108,13 @@ def test_latest_changes_takes_each_field_from_the_newest_change_that_carried_it(
 
 
 def test_latest_changes_a_delete_wins_and_carries_nulls_a_field_never_carried_is_absent() -> None:
-    deleted = latest_changes([row("1", 4, name="a"), row("1", 8, op="delete", name=None)], ("name",))
+    deleted = latest_changes(
+        changes(row("1", 4, name="a"), row("1", 8, op="delete", name=None), text=("name",)), ("name",)
+    )
     assert deleted == [
         SearchChange(
             entity="1", position=P(8), deleted=True, fields={"name": None}, carried_at={"name": P(8)}
         )
     ]
-    kept = latest_changes([row("1", 4, kept=("name",), name=None)], ("name",))
+    kept = latest_changes(changes(row("1", 4, kept=("name",), name=None), text=("name",)), ("name",))
     assert kept[0].fields == {} and kept[0].carried_at == {}
