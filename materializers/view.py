@@ -10,7 +10,7 @@ A job (job.py) drives a list of views without knowing their names. Per micro-bat
      when more than one asks (a Spark job less); otherwise it reads the DataFrame itself (the cache's
      `mapInArrow` on the executors, the warehouse's Spark MERGE);
    views marked `parallel` run in a thread of their own meanwhile (their work runs elsewhere: on the
-   executors, in Redis), the others one after the other in the driver;
+   executors, in Redis, in delta-rs's threads), the others one after the other in the driver;
 3. dead-letters what the views refused (`Reject`: source topic, partition, offset, error);
 4. every `optimize_every` batches calls `compact`.
 Spark commits the batch to its checkpoint only after every view returned. A crash anywhere re-runs
@@ -113,7 +113,8 @@ class View(Protocol):
 
     @property
     def parallel(self) -> bool:
-        """Applied in a thread of its own, beside the other views (its work runs off the driver)."""
+        """Applied in a thread of its own, beside the other views (its work runs outside the driver's
+        Python: on Spark's executors, in its store, in native threads that release the GIL)."""
         ...
 
     @property

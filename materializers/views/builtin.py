@@ -6,7 +6,8 @@ says, per view, which path a batch takes to it and what its source-of-truth comp
   driver thread on the small one) and single-pass (its own `mapInArrow` refuses a decoder's error rows);
 - search: the index's single writer is the driver: a large batch is collected (shared with the
   warehouse when it writes from the driver too), folded to each entity's newest change, committed once;
-- warehouse: from the driver with delta-rs when a batch has at most `driver_rows` changes, else
+- warehouse: parallel (its writes run in delta-rs's own threads, which hold no GIL, or in Spark's
+  executors): from the driver with delta-rs when a batch has at most `driver_rows` changes, else
   Spark's append and MERGE; compacted every `optimize_every` batches by the engine that wrote the batch.
 """
 
@@ -145,7 +146,7 @@ class WarehouseView:
     warehouse: DeltaWarehouse
     data_columns: tuple[str, ...]
     name: str = "warehouse"
-    parallel: bool = False
+    parallel: bool = True
     single_pass: bool = False
 
     def columns(self) -> tuple[str, ...]:

@@ -119,8 +119,9 @@ def create_table(spark: SparkSession, path: str, ddl: str, partition_by: Sequenc
     from pyspark.sql.types import DataType, StructType
 
     columns = DataType.fromDDL(ddl)
-    assert isinstance(columns, StructType), ddl
-    if all(f.dataType.typeName() in _SAME_IN_BOTH and not f.metadata for f in columns.fields):
+    if isinstance(columns, StructType) and all(
+        f.dataType.typeName() in _SAME_IN_BOTH and not f.metadata for f in columns.fields
+    ):
         schema = to_arrow_schema(columns, timezone="UTC")  # Spark's timestamp: UTC instants
         DeltaTable.create(path, schema=schema, partition_by=list(partition_by) or None, mode="ignore")
         return
