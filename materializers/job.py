@@ -55,7 +55,7 @@ from materializers.errors import CheckpointMismatch, SourceUnavailable
 from materializers.plan import GENERATIONS_DIR as GENERATIONS_DIR
 from materializers.plan import JobPlan as JobPlan
 from materializers.timeline import StepClock
-from materializers.view import FrameBatch, Reject, TableBatch, View, collect
+from materializers.view import FrameBatch, Reject, TableBatch, View, collect, split_refused
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -454,11 +454,9 @@ class Job:
                     with timed(batch_id, "decode_again"):  # a writer schema the query does not know
                         table = self._again_in_driver(table)
                 table = table.drop_columns(["schema_id"])
-            failed = table.filter(pc.is_valid(table.column("error")))
-            self._dead_letter_rejects([
-                (r["src_topic"], r["src_partition"], r["src_offset"], r["error"]) for r in failed.to_pylist()
-            ])  # fmt: skip
-            table = table.filter(pc.is_null(table.column("error"))).drop_columns(["error"])
+            rejects, table = split_refused(table)
+            self._dead_letter_rejects(rejects)
+            table = table.drop_columns(["error"])
         if self.plan.spec.sequential:  # a fold's patches apply in version order per stream
             table = table.sort_by([("entity", "ascending"), ("position", "ascending")])
         if table.num_rows:

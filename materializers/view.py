@@ -44,6 +44,21 @@ Reject = tuple[str, int, int, str]  # source topic, partition, offset; why the c
 DERIVED_COLUMNS = ("event_date",)  # to_date(event_ts): the warehouse's partition column
 
 
+def split_refused(rows: pa.Table) -> tuple[list[Reject], pa.Table]:
+    """(the rejects of `rows` whose `error` is set, the other rows), Arrow in, Arrow out (pure; a
+    table without an `error` column has no refused rows). A RecordBatch works the same."""
+    import pyarrow.compute as pc
+
+    if "error" not in rows.schema.names or rows.column("error").null_count == rows.num_rows:
+        return [], rows
+    failed = pc.is_valid(rows.column("error"))
+    refused = rows.filter(failed).select(["src_topic", "src_partition", "src_offset", "error"]).to_pylist()
+    rejects: list[Reject] = [
+        (r["src_topic"], r["src_partition"], r["src_offset"], r["error"]) for r in refused
+    ]
+    return rejects, rows.filter(pc.invert(failed))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TableBatch:
     """A small batch, whole in the driver. `table` holds the changes only (error rows went to the dead

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from materializers.changes import CHANGE_COLUMNS
 from materializers.driver_memory import release_freed_memory
 from materializers.truth import Difference, Truth, compare
+from materializers.view import split_refused
 from materializers.views import delta_warehouse
 from materializers.views.delta_warehouse import HISTORY_COLUMNS, DeltaWarehouse
 from materializers.views.redis_cache import REJECT_DDL, RedisCache
@@ -117,14 +118,7 @@ class SearchView:
         return self._apply(batch.table([*self.columns(), *errors]), batch.app_id, batch.batch_id)
 
     def _apply(self, table: pa.Table, app_id: str, batch_id: int) -> list[Reject]:
-        import pyarrow.compute as pc
-
-        failed: list[Reject] = []
-        if "error" in table.column_names:
-            refused = pc.is_valid(table["error"])
-            failed = [(r["src_topic"], r["src_partition"], r["src_offset"], r["error"])
-                      for r in table.filter(refused).select(list(ERROR_COORDINATES)).to_pylist()]  # fmt: skip
-            table = table.filter(pc.invert(refused))
+        failed, table = split_refused(table)
         latest = latest_changes(table, self.index.text_fields)
         if latest:
             self.index.apply_batch(app_id, batch_id, latest)

@@ -41,7 +41,7 @@ from materializers import failpoints
 from materializers.changes import keeps, newest_indices
 from materializers.errors import ViewUnavailable
 from materializers.truth import Difference, Truth, compare
-from materializers.view import Reject
+from materializers.view import Reject, split_refused
 from materializers.views import opensearch_bulk
 from materializers.views.postgres_table import Row, batch_rows
 from materializers.views.redis_cache import REJECT_DDL, REJECT_FIELDS, reject_schema
@@ -369,15 +369,11 @@ class OpenSearchIndex:
         later change did not carry is filled from the document the earlier one wrote (read in real
         time, after its bulk was acknowledged)."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         rejects: list[Reject] = []
         for batch in batches:
-            if "error" in batch.schema.names and batch.column("error").null_count < batch.num_rows:
-                failed = pc.is_valid(batch.column("error"))
-                rows = batch.filter(failed).to_pylist()
-                rejects += [(*(r[c] for c in COORDINATES), r["error"]) for r in rows]
-                batch = batch.filter(pc.invert(failed))
+            refused, batch = split_refused(batch)
+            rejects += refused
             rejects += self.apply_columns(batch.to_pydict()) if batch.num_rows else []
         yield pa.RecordBatch.from_pylist(
             [dict(zip(REJECT_FIELDS, r, strict=True)) for r in rejects], schema=reject_schema()

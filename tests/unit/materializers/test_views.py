@@ -214,3 +214,20 @@ def test_one_name_declared_by_two_packages_is_refused_naming_both(
     ) as info:
         lookup("mine")
     assert "module:attr" in str(info.value)
+
+
+def test_split_refused_returns_the_error_rows_as_rejects_and_keeps_the_rest() -> None:
+    import pyarrow as pa
+
+    from materializers.view import split_refused
+
+    rows = pa.table({
+        "entity": ["1", "2", "3"], "src_topic": ["t", "t", "t"], "src_partition": [0, 1, 0],
+        "src_offset": [5, 6, 7], "error": [None, "bad bytes", None],
+    })  # fmt: skip
+    rejects, kept = split_refused(rows)
+    assert rejects == [("t", 1, 6, "bad bytes")]
+    assert kept.column("entity").to_pylist() == ["1", "3"]
+    assert split_refused(kept.drop_columns(["error"])) == ([], kept.drop_columns(["error"]))
+    batch = rows.to_batches()[0]
+    assert split_refused(batch)[0] == rejects
