@@ -64,8 +64,8 @@ from kafkakit.positions import parse_start
 from materializers import spark_session
 from materializers.aggregate import materializer
 from materializers.aggregate_job import AggregateJob, table_path
-from materializers.aggregate_plan import aggregations, events, learn_topic_schemas, output, refusal, window_of
-from materializers.avro_events import WriterSchemas
+from materializers.aggregate_plan import aggregations, events, output, refusal, window_of
+from materializers.avro_events import WriterSchemas, learn_topic_schemas
 from materializers.config import RunConfig
 from materializers.plan import JobPlan
 from materializers.views.delta_warehouse import query
