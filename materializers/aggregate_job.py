@@ -73,7 +73,6 @@ from materializers.aggregate import (
 from materializers.aggregate_dead_letters import RefusedRecords
 from materializers.aggregate_plan import aggregate
 from materializers.avro_events import WriterSchemas, learn_topic_schemas
-from materializers.config import DRIVER_ROWS
 from materializers.errors import BadAggregate, IncompleteHistory, SourceUnavailable
 from materializers.job import Job, claim_checkpoint, ensure_topic, source_stream, topic_partitions, triggered
 from materializers.lag import log_bounds
@@ -162,8 +161,6 @@ class AggregateJob:
         # Read now: the runner replaces the status with a fresh one before it calls `start`.
         self._previous = status.read(plan.job_dir)
         self.table = DriverTable(str(table_path(plan)))
-        rows = plan.config.warehouse_driver_rows
-        self.driver_rows = DRIVER_ROWS if rows is None else rows
 
     # --- start -----------------------------------------------------------------------------------
 
@@ -284,17 +281,16 @@ class AggregateJob:
 
     def _merge(self, updated: DataFrame, batch_id: int, found: BatchFacts) -> None:
         """Upsert the updated rows under the batch's Delta transaction id; over CDC a window and group
-        whose rows were all taken back (`ROWS` 0) is deleted, never inserted. Up to `driver_rows`
-        rows are MERGEd from the driver with delta-rs, more by Spark (`_merge_in_spark`)."""
-        if found.rows > self.driver_rows:
+        whose rows were all taken back (`ROWS` 0) is deleted, never inserted. Up to the plan's
+        `driver_rows` rows are MERGEd from the driver with delta-rs, more by Spark."""
+        if found.rows > self.plan.driver_rows():
             self._merge_in_spark(updated, batch_id, found.earliest_window_ms)
         elif not self.table.committed(self.app_id, batch_id):  # else a re-run: the MERGE is in already
             self._merge_in_driver(updated, batch_id, found.earliest_window_ms)
 
     def _merge_in_driver(self, updated: DataFrame, batch_id: int, earliest_window_ms: int) -> None:
         """`_merge` by delta-rs, the batch's rows collected as Arrow; its commit holds the `txn`."""
-        keys = [*WINDOW_COLUMNS, *self.view.group_by]
-        columns = [*keys, *(a.output for a in self.view.aggregations)]
+        keys, columns = self._columns()
         read = [*columns, ROWS] if is_cdc(self.view) else columns  # ROWS decides, the table has none
         source = updated.select(*[f"`{c}`" for c in read]).toArrow()
         values = {quoted(c): f"s.{quoted(c)}" for c in columns}
@@ -317,10 +313,8 @@ class AggregateJob:
         committed before is skipped by Delta)."""
         from delta.tables import DeltaTable
 
-        keys = [*WINDOW_COLUMNS, *self.view.group_by]
-        values: dict[str, str | Column] = {
-            c: f"s.`{c}`" for c in (*keys, *(a.output for a in self.view.aggregations))
-        }
+        keys, columns = self._columns()
+        values: dict[str, str | Column] = {c: f"s.`{c}`" for c in columns}
         spark = updated.sparkSession  # the query's own session: the confs reach no other query
         spark.conf.set(TXN_APP_ID, self.app_id)
         spark.conf.set(TXN_VERSION, str(batch_id))
@@ -339,6 +333,11 @@ class AggregateJob:
         finally:
             spark.conf.unset(TXN_APP_ID)
             spark.conf.unset(TXN_VERSION)
+
+    def _columns(self) -> tuple[list[str], list[str]]:
+        """(the table's key columns, all its columns): the MERGE matches on the first, writes the second."""
+        keys = [*WINDOW_COLUMNS, *self.view.group_by]
+        return keys, [*keys, *(a.output for a in self.view.aggregations)]
 
     def _write_current(self, updated: DataFrame) -> None:
         from pyspark.sql import functions as F

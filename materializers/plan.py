@@ -115,14 +115,18 @@ class JobPlan:
         return self.keeps("warehouse") and not others and not own
 
     def warehouse(self) -> DeltaWarehouse:
-        rows = self.config.warehouse_driver_rows
         return DeltaWarehouse(
             self.view_dir / "delta",
             self.spec.data_ddl,
             self.spec.current_table,
-            # auto where no job sized it (verify, snapshots): a live stream's bound
-            driver_rows=DRIVER_ROWS if rows is None else rows,
+            driver_rows=self.driver_rows(),
         )
+
+    def driver_rows(self) -> int:
+        """The largest Delta batch written from the driver with delta-rs: the configured bound, or
+        where no job sized it (`auto`: verify, snapshots, an aggregate view) a live stream's."""
+        rows = self.config.warehouse_driver_rows
+        return DRIVER_ROWS if rows is None else rows
 
     def views(self) -> list[View]:
         """The views a job of this plan drives, in the order it applies them; BadView / UnknownView

@@ -106,7 +106,7 @@ def merge_engines(table: Path) -> set[str]:
             info = json.loads(line).get("commitInfo") or {}
             if info.get("operation") == "MERGE":
                 engine = info.get("engineInfo") or info.get("clientVersion") or "?"
-                found.add(engine.split("/")[0].split(":")[0].split(".")[0])
+                found.add(engine.split("/")[0].split(":")[0])
     return found
 
 
