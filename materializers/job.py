@@ -232,6 +232,7 @@ class Job:
         self._headers: bool = getattr(self.decode, "reads_headers", True)
         self.app_id = ""
         self.streamed: frozenset[int] = frozenset()  # the writer schemas the running query decodes with
+        self.task_records = 0  # records the running query's tasks read at most (split_reads; 0: a partition)
         self._start: StartPosition | None = None  # where a new checkpoint begins, for `restart`
         self.dead_letters = 0
         self.clock = StepClock()  # the views' steps per batch, for the driver's timeline
@@ -316,7 +317,15 @@ class Job:
             self.spark.sparkContext.master or "",
             collects=bool(small) and any(view.collects(small) for view in self.views),
         )
-        raw = source_stream(self.spark, self.plan, self._start, max_offsets=cap, headers=self._headers)
+        self.task_records = split_reads(cap, small, self.views, self.spark.sparkContext.defaultParallelism)
+        raw = source_stream(
+            self.spark,
+            self.plan,
+            self._start,
+            max_offsets=cap,
+            headers=self._headers,
+            split=self.task_records,
+        )
         decoded = self.decode(raw, schemas)
         self.streamed = frozenset(schemas.known())
         writer = (
@@ -368,7 +377,7 @@ class Job:
             if rows > failed:
                 self._failpoint("before-views", batch_id)
                 changes = self._ordered(changes)
-                changes = changes.persist() if self.plan.spec.sequential else changes
+                changes = changes.persist() if self._sorts else changes
                 try:
                     self._frames(changes, batch, batch_id, rows - failed)
                 finally:
@@ -492,9 +501,16 @@ class Job:
             [table.filter(pc.invert(failed)), again.select(table.column_names).cast(table.schema)]
         )
 
+    @property
+    def _sorts(self) -> bool:
+        """Whether a batch the executors apply is sorted per entity first (`_ordered`)."""
+        return self.plan.spec.sequential or bool(self.task_records)
+
     def _ordered(self, changes: DataFrame) -> DataFrame:
-        # A fold's patches apply in version order: one task per stream, sorted. CDC upserts commute.
-        if not self.plan.spec.sequential:
+        # A fold's patches apply in version order: one task per stream, sorted. CDC upserts commute
+        # where each entity's changes sit in one task in offset order, as Kafka's partitions hold
+        # them; a query that splits them (split_reads) sorts a batch the driver does not apply.
+        if not self._sorts:
             return changes
         return changes.repartition("entity").sortWithinPartitions("entity", "position")
 
@@ -650,10 +666,17 @@ def kafka_options(plan: JobPlan, *, headers: bool = True) -> dict[str, str]:
 
 
 def source_stream(
-    spark: SparkSession, plan: JobPlan, start: StartPosition, *, max_offsets: int, headers: bool = True
+    spark: SparkSession,
+    plan: JobPlan,
+    start: StartPosition,
+    *,
+    max_offsets: int,
+    headers: bool = True,
+    split: int = 0,
 ) -> DataFrame:
     """The plan's topic as a streaming frame from `start` (a checkpoint that committed resumes instead),
-    at most `max_offsets` records per batch (0: everything available)."""
+    at most `max_offsets` records per batch (0: everything available), at most `split` records per
+    Spark task (0: a task per Kafka partition; see `split_reads`)."""
     partitions = topic_partitions(
         plan.config.endpoints.kafka_bootstrap_servers,
         plan.topic,
@@ -664,7 +687,29 @@ def source_stream(
     reader = reader.option("subscribe", plan.topic)
     if max_offsets:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
+    if split:
+        reader = reader.option("maxRecordsPerPartition", str(split))
     return reader.options(**options).load()
+
+
+def split_reads(cap: int, small_batch_rows: int, views: Sequence[View], parallelism: int) -> int:
+    """Records a Spark task reads at most, where a Kafka partition's share of a batch is split over
+    several tasks (0: a task per partition; pure).
+
+    A CDC topic is often a single partition (Debezium's default: a table's changes in order), so a
+    batch was read and decoded by one task while the other cores idled: a 190k-record Avro batch took
+    4.8 s to reach the driver, 3.5 s split in two on local[2] (bench/results/history.md). A full batch
+    (`cap` records) is split over `parallelism` tasks; a live batch far smaller keeps one task per
+    partition. Each task reads a consecutive offset range, and a collected batch keeps offset order.
+    The executors' own writes rely on one task holding an entity's changes in order (the cache's and
+    OpenSearch's fill of an unchanged TOAST value from the stored one), so the reads split only where
+    every batch the query plans (at most `cap` records) is applied whole from the driver; a batch
+    planned larger anyway (a checkpoint's batch from a run with other bounds, a new partition) is
+    sorted per entity first (`Job._ordered`). `parallelism`: Spark's default parallelism, the
+    cluster's task slots."""
+    if parallelism < 2 or not cap or cap > small_batch_rows:
+        return 0
+    return -(-cap // parallelism) if all(view.in_driver(cap) for view in views) else 0
 
 
 def batch_cap(max_offsets: int, small_batch_rows: int, master: str, *, collects: bool) -> int:

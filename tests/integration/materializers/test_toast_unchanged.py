@@ -183,3 +183,64 @@ def test_real_connector_with_default_replica_identity(
     assert plan.cache().read("1") == {"name": "lamp", DESC: BIG1, "price": "12.00", "stock": "5"}
     index = plan.search()
     assert index is not None and index.live_documents()["2"] == {"name": "rug", DESC: BIG2}
+
+
+def test_a_batch_split_over_tasks_keeps_each_entitys_changes_in_order(
+    spark: Any, topics: Any, producer: Any, run_config: Any, endpoints: Any
+) -> None:
+    """A full batch of a one-partition topic is read by two tasks (`job.split_reads`), an entity's
+    value in the first task's offsets, its placeholder in the second's. Applied from the driver, the
+    collected batch keeps offset order; applied by the executors (a batch that reads a partition the
+    batch before did not: its size is not known ahead), it is sorted per entity first. Either way
+    every view keeps the value."""
+    from confluent_kafka.admin import NewPartitions
+
+    from kafkakit.clients import make_admin
+
+    topic = topics("mat-split")
+    fillers = 3000  # several cache round trips (redis_cache.PIPELINE) before the value is sent
+    plan = JobPlan.of(PRODUCTS, run_config(topic=topic, small_batch_rows=str(2 * fillers + 2)))
+
+    def halves(entity: int, lsn: int, big: str) -> list[tuple[bytes, bytes]]:
+        """Fillers, the entity's value | its placeholder, the fillers' updates: at the split."""
+        others = [(1000 * entity + i, lsn + 2 + i) for i in range(fillers)]
+        return [
+            *(debezium(e, at, "c", row(e, "9.00", f"d{e}")) for e, at in others),
+            debezium(entity, lsn, "c", row(entity, "1.00", big)),
+            keep(entity, lsn + 1, "1.50"),
+            *(debezium(e, at + fillers, "u", row(e, "9.50", f"e{e}")) for e, at in others),
+        ]
+
+    produce(producer, topic, halves(1, 100, BIG1))
+    job = run_once(spark, plan)
+    assert job.task_records == fillers + 1  # a batch's share of each of local[2]'s two task slots
+    assert "decode_to_driver" in job.clock.take(0)
+
+    admin = make_admin(
+        {"bootstrap.servers": endpoints.kafka_bootstrap_servers}, client_config=endpoints.kafka_client
+    )
+    admin.create_partitions([NewPartitions(topic, 2)])[topic].result(timeout=30)
+    for key, value in halves(2, 200, BIG2):
+        producer.produce(topic, key=key, value=value, partition=0)
+    producer.flush()
+    job = run_once(spark, plan)
+    assert checkpoint.planned_records(plan.checkpoint, 1) is None  # partition 1 is new to batch 1
+    steps = job.clock.take(1)
+    assert "decode_to_driver" not in steps and "cache" in steps  # the executors' path
+
+    for entity, big in (("1", BIG1), ("2", BIG2)):
+        assert plan.cache().read(entity) == {
+            "name": f"p{entity}",
+            DESC: big,
+            "price": "1.50",
+            "stock": entity,
+        }
+    index = plan.search()
+    assert index is not None and index.search("walnut") == ["1"] and index.search("linen") == ["2"]
+    current = query(
+        plan.warehouse().current_path, "SELECT entity, description, price FROM t WHERE entity IN ('1', '2')"
+    )
+    assert sorted((r["entity"], r[DESC], r["price"]) for r in current) == [
+        ("1", BIG1, "1.50"),
+        ("2", BIG2, "1.50"),
+    ]

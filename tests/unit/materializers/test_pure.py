@@ -200,3 +200,24 @@ def test_a_local_master_caps_a_batch_at_what_the_driver_applies_whole() -> None:
     assert collecting(250_000, 50_000, "local[2]") == 250_000  # the user's cap wins
     assert collecting(0, 0, "local[2]") == 0  # the driver's path is off: no cap either
     assert batch_cap(0, 50_000, "local[2]", collects=False) == 0  # executors' writers keep large batches
+
+
+def test_a_full_batch_is_read_by_every_task_slot_only_where_the_driver_applies_it_whole() -> None:
+    from dataclasses import dataclass
+
+    from materializers.job import split_reads
+
+    @dataclass
+    class Bounded:  # a view applied from the driver up to `rows` records
+        rows: int
+
+        def in_driver(self, rows: int) -> bool:
+            return rows <= self.rows
+
+    views = [Bounded(50_000), Bounded(10_000)]
+    assert split_reads(10_000, 50_000, views, 8) == 1_250  # every planned batch goes to the driver
+    assert split_reads(10_001, 50_000, views[:1], 2) == 5_001  # a full batch: one task per slot
+    assert split_reads(20_000, 50_000, views, 8) == 0  # one view writes such a batch from the executors
+    assert split_reads(60_000, 50_000, views[:1], 8) == 0  # larger than the driver's path takes
+    assert split_reads(0, 50_000, views[:1], 8) == 0  # no cap: a batch of any size
+    assert split_reads(10_000, 50_000, views, 1) == 0  # one task slot: nothing to split for
