@@ -18,7 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import reduce
+from functools import partial, reduce
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -312,26 +312,28 @@ def _subject_ids(url: str, topic: str, auth: HttpAuth) -> list[int]:
     """The ids of every version of the registry subjects `<topic>-*` (Confluent-compatible API)."""
     base = url.rstrip("/")
     try:
-        every = every_subject(
-            lambda offset, limit: _get(f"{base}/subjects?offset={offset}&limit={limit}", auth)
-        )
-        subjects = [s for s in every if s.startswith(f"{topic}-")]
-        return [
-            int(_get(f"{base}/subjects/{subject}/versions/{version}", auth)["id"])
-            for subject in subjects
-            for version in _get(f"{base}/subjects/{subject}/versions", auth)
-        ]
+        # One client for all of them: a request of its own set up a TLS context and a connection
+        # (~65 ms each here, 13 on a kept connection), and the listing takes a page per 1,000 subjects.
+        with httpx.Client(timeout=10.0, **httpx_options(auth)) as client:
+            get = partial(_get, auth=auth, client=client)
+            every = every_subject(lambda offset, limit: get(f"{base}/subjects?offset={offset}&limit={limit}"))
+            subjects = [s for s in every if s.startswith(f"{topic}-")]
+            return [
+                int(get(f"{base}/subjects/{subject}/versions/{version}")["id"])
+                for subject in subjects
+                for version in get(f"{base}/subjects/{subject}/versions")
+            ]
     except httpx.HTTPError as exc:
         raise SourceUnavailable(
             f"schema registry at {url} is unreachable ({exc}); start it or fix SCHEMA_REGISTRY_URL"
         ) from exc
 
 
-def _get(url: str, auth: HttpAuth = NO_REGISTRY_AUTH) -> Any:
-    """GET a registry document; a refused login or TLS handshake is `SourceUnavailable` naming the
-    SCHEMA_REGISTRY_* settings (kafkakit.http_auth)."""
+def _get(url: str, auth: HttpAuth = NO_REGISTRY_AUTH, client: httpx.Client | None = None) -> Any:
+    """GET a registry document (on `client`, made with `auth`'s options, if given); a refused login or
+    TLS handshake is `SourceUnavailable` naming the SCHEMA_REGISTRY_* settings (kafkakit.http_auth)."""
     try:
-        reply = httpx.get(url, timeout=10.0, **httpx_options(auth))
+        reply = client.get(url) if client else httpx.get(url, timeout=10.0, **httpx_options(auth))
         refused = access_problem("the schema registry", url, auth, status=reply.status_code)
     except httpx.HTTPError as exc:
         refused = access_problem("the schema registry", url, auth, error=exc)

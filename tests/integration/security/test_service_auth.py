@@ -47,7 +47,7 @@ def _clients(url: str, connect: HttpAuth, registry: HttpAuth) -> dict[str, Calla
         "cdc RegistryClient": lambda: RegistryClient(ccompat, auth=registry)(1).schema_id,
         "eventstore HttpRegistry": lambda: HttpRegistry(ccompat, auth=registry).schema_text(1),
         "materializers WriterSchemas": lambda: WriterSchemas(ccompat, auth=registry).get(1),
-        "materializers registry subjects": lambda: avro_events._get(f"{ccompat}/subjects", registry),
+        "materializers registry subjects": lambda: avro_events._subject_ids(ccompat, "orders", registry),
     }
 
 
