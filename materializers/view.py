@@ -73,8 +73,10 @@ class TableBatch:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FrameBatch:
-    """A large batch as a persisted DataFrame of changes (a fold's patches partitioned by entity and
-    sorted by position). `rows`: how many changes it holds (None: unknown, the one-pass path below).
+    """A large batch as a persisted DataFrame of changes: an entity's changes in one partition, in
+    offset order (as Kafka's partitions hold them; partitioned by entity and sorted by position for a
+    fold's patches, and where the query splits Kafka's partitions: `job.split_reads`).
+    `rows`: how many changes it holds (None: unknown, the one-pass path below).
     `collected`: the batch as Arrow in the driver, when this view `collects` and shares the job's one
     collect with another view (None: read `changes` yourself, e.g. with `table`).
     A `single_pass` view that is its job's only view gets the decoded frame as it is: rows with a
