@@ -6,7 +6,8 @@ Formats (`ConnectorSpec.format`): `json` (JsonConverter with inline schemas, the
 ratio), `json-schemaless`, `avro` (Apicurio's AvroConverter, Confluent framing). Phases, in order:
 1. Snapshot: one products table of `--rows` rows (1,000,000) in Postgres; per format, one after the
    other, a connector as the committed spec renders it (heartbeats off) snapshots it into a
-   pre-created 2-partition topic (`cleanup.policy=delete`, LogAppendTime). Measured: rows/s from
+   pre-created topic of `--partitions` partitions (default: the connector spec's, 1, as Debezium
+   writes a table; `cleanup.policy=delete`, LogAppendTime). Measured: rows/s from
    registration to the broker append time of the last record; bytes per record (key + value, a
    sample read back from the topic); the Connect process's utime+stime over the snapshot, per row
    (/proc, plus the per-thread split of `cdc_bench.Phase`).
@@ -85,7 +86,7 @@ from materializers_bench import (
 from streaming_runs import Run, run_available_now, run_to_end
 
 from cdc.connect_client import ConnectClient
-from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec, RegistrySpec
+from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec, RegistrySpec, TopicSpec
 from cdc.slots import drop_slot
 from kafkakit.clients import make_admin, make_consumer
 from kafkakit.settings import Endpoints
@@ -128,6 +129,7 @@ class Settings:
     latency_seconds: float
     trigger: str
     formats: tuple[str, ...]
+    partitions: int
     snapshot_timeout_s: float
     out_dir: Path
     stack_dir: Path
@@ -149,6 +151,12 @@ class Settings:
         p.add_argument("--trigger", default="500ms", help="the latency driver's trigger (500ms)")
         p.add_argument(
             "--formats", default=",".join(FORMATS), help=f"comma-separated of {', '.join(FORMATS)}"
+        )
+        p.add_argument(
+            "--partitions",
+            type=int,
+            default=TopicSpec().partitions,
+            help="partitions of the snapshot topics (the connector spec's default: %(default)s)",
         )
         p.add_argument("--snapshot-timeout", type=float, default=600.0, help="seconds per snapshot")
         p.add_argument(
@@ -176,6 +184,7 @@ class Settings:
             latency_seconds=a.latency_seconds or (15.0 if quick else 60.0),
             trigger=a.trigger,
             formats=formats,
+            partitions=a.partitions,
             snapshot_timeout_s=a.snapshot_timeout,
             out_dir=a.out_dir or REPO / "bench" / "results" / ("quick" if quick else ""),
             stack_dir=a.stack_dir,
@@ -272,7 +281,7 @@ def drop_schema(pg_dsn: str, schema: str) -> None:
 
 
 # ---- Kafka helpers --------------------------------------------------------------------------------
-def create_topic(bootstrap: str, topic: str, partitions: int = 2) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     config = {"message.timestamp.type": "LogAppendTime", "cleanup.policy": "delete"}
     admin = make_admin({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1, config=config)])[topic].result(timeout=30)
@@ -376,7 +385,7 @@ def warm_up(ctx: Context) -> dict[str, float]:
         spec = snapshot_spec(ctx, fmt, table, "warm")
         ctx.cleanup.specs.append(spec)
         ctx.cleanup.topic_prefixes.append(spec.topic_prefix + ".")  # its registry subjects, at the end
-        create_topic(ctx.bootstrap, spec.topic_for(table))
+        create_topic(ctx.bootstrap, spec.topic_for(table), ctx.settings.partitions)
         began = time.monotonic()
         register(ctx.connect, spec)
         watch = ConnectorWatch(ctx.connect, spec.name)
@@ -464,8 +473,12 @@ def stream_updates(ctx: Context, table: str, specs: Mapping[str, ConnectorSpec])
 
 # ---- phase 3: decode and backfill in Spark --------------------------------------------------------
 def kafka_frame(spark: SparkSession, bootstrap: str, topic: str, share: float = 1.0) -> DataFrame:
+    # Read by every core (a partition is split when the topic has fewer), so a rate per core is one.
     reader = (
-        spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("minPartitions", str(spark.sparkContext.defaultParallelism))
     )
     if share < 1.0:
         ends = lag.end_offsets(bootstrap, topic)[topic]
@@ -906,7 +919,7 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         "",
         f"Run `{results['run_id']}` at {results['started_at']} ({results.get('duration_s')} s), "
         f"{'QUICK sizes' if s['quick'] else 'sizes'}: snapshot {s['rows']:,} rows, decode + backfill "
-        f"{s['records']:,} records per topic, latency table {s['latency_rows']:,} rows at {', '.join(map(str, s['rates']))} "
+        f"{s['records']:,} records per topic of {s.get('partitions', 2)} partition(s), latency table {s['latency_rows']:,} rows at {', '.join(map(str, s['rates']))} "
         f"rows/s ({s['latency_warmup_s']:g} s warm-up + {s['latency_seconds']:g} s measured each). "
         f"{os.cpu_count()} cores shared by the stack, the bench and Spark (`local[2]`, driver JIT "
         f"`{results['environment'].get('driver_jit', 'quick')}` for ours and the peer: `materializers start`'s "
@@ -1141,7 +1154,7 @@ def phases(ctx: Context, results: dict[str, Any]) -> None:
         spec = specs[fmt] = snapshot_spec(ctx, fmt, table)
         ctx.cleanup.specs.append(spec)
         topics[fmt] = spec.topic_for(table)
-        create_topic(ctx.bootstrap, topics[fmt])
+        create_topic(ctx.bootstrap, topics[fmt], s.partitions)
         log.info("[%s] snapshot of %d rows", fmt, s.rows)
         out[fmt]["snapshot"] = measure_snapshot(ctx, spec, topics[fmt])
         log.info("[%s] snapshot: %s rows/s", fmt, out[fmt]["snapshot"]["rows_per_s"])
