@@ -203,7 +203,7 @@ def test_a_batch_split_over_tasks_keeps_each_entitys_changes_in_order(
 
     def halves(entity: int, lsn: int, big: str) -> list[tuple[bytes, bytes]]:
         """Fillers, the entity's value | its placeholder, the fillers' updates: at the split."""
-        others = [(1000 * entity + i, lsn + 2 + i) for i in range(fillers)]
+        others = [(10_000 * entity + i, lsn + 2 + i) for i in range(fillers)]  # distinct per entity
         return [
             *(debezium(e, at, "c", row(e, "9.00", f"d{e}")) for e, at in others),
             debezium(entity, lsn, "c", row(entity, "1.00", big)),
