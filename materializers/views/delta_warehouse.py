@@ -26,7 +26,11 @@ Commit order for a micro-batch (driver; Spark commits the checkpoint only after 
    row's (`merge_assignments`, the SQL twin of `changes.keeps`); a new row has null there. The session
    confs spark.databricks.delta.write.txnAppId/txnVersion make Delta skip a re-run of the same batch
    (verified on delta-spark 4.4.0: the second MERGE with the same txnVersion commits nothing);
-3. every `optimize_every` batches: OPTIMIZE (compaction) of both tables, by the engine that wrote the batch.
+3. every `optimize_every` batches: OPTIMIZE (compaction) of both tables, by the engine that wrote the
+   batch; delta-rs's in a thread of its own (`delta_driver.Compactor`) while the next batches are
+   written: Delta lets a compaction commit beside appends (history), and a lock keeps the current
+   table's compaction and MERGE apart (they conflict: one of them would fail). A Spark write or
+   OPTIMIZE first waits for it.
 A batch of at most `driver_rows` changes (driver_batch.py sizes the bound) takes the same steps in
 the driver: one Spark job collects it as Arrow, `changes.newest_of` folds it, and delta-rs writes
 both tables (see delta_driver.py: a fraction of Spark's fixed work per batch). Larger batches stay
@@ -39,6 +43,7 @@ One job writes a warehouse: the ceiling is what this writer knows of the table.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +83,9 @@ class DeltaWarehouse:
     _ceiling: str | None = field(default=None, init=False, repr=False)
     _ceiling_read: bool = field(default=False, init=False, repr=False)
     _driver_tables: dict[str, delta_driver.DriverTable] = field(default_factory=dict, init=False, repr=False)
+    _compacted: dict[str, delta_driver.DriverTable] = field(default_factory=dict, init=False, repr=False)
+    _compactor: delta_driver.Compactor = field(default_factory=delta_driver.Compactor, init=False, repr=False)
+    _current_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @property
     def current_path(self) -> str:
@@ -121,6 +129,7 @@ class DeltaWarehouse:
             batch = self.collect(changes, data_columns) if collected is None else collected
             self.write_collected(changes.sparkSession, batch, app_id, batch_id, data_columns)
             return
+        self.settle()  # Spark's MERGE conflicts with a compaction of the current table
         unique = unique_entities(changes)
         self._append_history(changes, app_id, batch_id, data_columns, unique)
         if self.current:
@@ -180,7 +189,11 @@ class DeltaWarehouse:
             seen = history.written(bounds) if self._may_hold(spark, bounds.low) else None
             fresh = history_rows(batch, seen, data_columns)
             self._appended(lambda: history.append(fresh, app_id, batch_id), bounds.high)
-        if self.current and not current.committed(app_id, batch_id):
+        if not self.current:
+            return
+        with self._current_lock:
+            if current.committed(app_id, batch_id):
+                return
             newest = newest_of(batch["entity"], batch["position"], batch["keep_fields"], data_columns)
             current.merge(
                 current_rows(batch, newest, data_columns),
@@ -279,16 +292,32 @@ class DeltaWarehouse:
             spark.conf.unset(TXN_VERSION)
 
     def optimize(self, spark: SparkSession, rows: int | None = None) -> None:
-        """Compact both tables: from the driver after a batch of `rows` it wrote there (small files
-        only), else with Spark's OPTIMIZE."""
+        """Compact both tables: after a batch of `rows` written from the driver, with delta-rs in the
+        background (skipped while the previous one runs), else with Spark's OPTIMIZE."""
         from delta.tables import DeltaTable
 
-        paths = [self.history_path, *([self.current_path] if self.current else [])]
-        for path in paths:
-            if self.in_driver(rows):
-                self._driver_table(path).compact()
+        if self.in_driver(rows):
+            self._compactor.start(self._compact_in_driver)
+            return
+        self.settle()
+        for path in self._paths():
+            DeltaTable.forPath(spark, path).optimize().executeCompaction()
+
+    def settle(self) -> None:
+        """Wait for a background compaction to end; raise what it raised."""
+        self._compactor.settle()
+
+    def _compact_in_driver(self) -> None:
+        for path in self._paths():
+            table = self._compacted.setdefault(path, delta_driver.DriverTable(path))
+            if path == self.current_path:
+                with self._current_lock:
+                    table.compact()
             else:
-                DeltaTable.forPath(spark, path).optimize().executeCompaction()
+                table.compact()
+
+    def _paths(self) -> list[str]:
+        return [self.history_path, *([self.current_path] if self.current else [])]
 
 
 def batch_bounds(changes: DataFrame) -> Bounds:

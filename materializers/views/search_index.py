@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 MARKER_PREFIX = "__batch__:"
 HEAP_BYTES = 50_000_000
+LOOKUP_SLICE = 4096  # entities whose stored documents one query fetches
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,6 +134,15 @@ class SearchIndex:
         doc: dict[str, Any] = searcher.doc(hits[0][1]).to_dict()
         return doc
 
+    def _stored_of(self, searcher: Any, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The stored documents of `keys` (those it has), found by one query instead of one per key."""
+        query = tantivy.Query.term_set_query(self.index().schema, "key", list(keys))
+        found: dict[str, dict[str, Any]] = {}
+        for _score, address in searcher.search(query, len(keys)).hits:
+            doc = searcher.doc(address).to_dict()
+            found[doc["key"][0]] = doc
+        return found
+
     def last_batch(self, app_id: str) -> int:
         index = self.index()
         index.reload()
@@ -144,31 +154,19 @@ class SearchIndex:
         if batch_id <= self.last_batch(app_id):
             return 0
         index = self.index()
-        searcher = index.searcher()
-        writer = index.writer(HEAP_BYTES, 1)
+        searcher, writer, todo = index.searcher(), index.writer(HEAP_BYTES, 1), list(changes)
         # A driver killed mid-commit leaves files no commit references; the re-run of its batch
         # (same opstamps, same names) would fail on them with FileAlreadyExists. Tantivy removes
         # unreferenced files only after its own commits and merges: remove them first.
         writer.garbage_collect_files()
         changed = 0
         try:
-            for change in changes:
-                stored = self._stored(searcher, change.entity)
-                # A new entity has nothing to delete: a queued delete per new document doubled a
-                # backfill batch's peak memory.
-                if stored is not None:
-                    if change.position <= stored["position"][0]:
-                        continue
-                    writer.delete_documents_by_term("key", change.entity)
-                doc = {
-                    "key": change.entity,
-                    "position": change.position,
-                    "live": "false" if change.deleted else "true",
-                }
-                if not change.deleted:
-                    doc.update(document_fields(change, stored, self.text_fields))
-                writer.add_document(tantivy.Document(**doc))
-                changed += 1
+            # Looked up a slice at a time: a backfill batch's stored documents at once would be
+            # hundreds of MB of Python dicts.
+            for start in range(0, len(todo), LOOKUP_SLICE):
+                part = todo[start : start + LOOKUP_SLICE]
+                stored = self._stored_of(searcher, [c.entity for c in part])
+                changed += sum(self._put(writer, change, stored.get(change.entity)) for change in part)
             writer.delete_documents_by_term("key", MARKER_PREFIX + app_id)
             writer.add_document(
                 tantivy.Document(key=MARKER_PREFIX + app_id, position=str(batch_id), live="marker")
@@ -181,6 +179,24 @@ class SearchIndex:
             writer.wait_merging_threads()
         index.reload()
         return changed
+
+    def _put(self, writer: Any, change: SearchChange, stored: Mapping[str, Sequence[str]] | None) -> bool:
+        """Queue the entity's new document unless the stored one is as new; whether it did."""
+        # A new entity has nothing to delete: a queued delete per new document doubled a backfill
+        # batch's peak memory.
+        if stored is not None:
+            if change.position <= stored["position"][0]:
+                return False
+            writer.delete_documents_by_term("key", change.entity)
+        doc = {
+            "key": change.entity,
+            "position": change.position,
+            "live": "false" if change.deleted else "true",
+        }
+        if not change.deleted:
+            doc.update(document_fields(change, stored, self.text_fields))
+        writer.add_document(tantivy.Document(**doc))
+        return True
 
     # --- reads ---------------------------------------------------------------------------------
 

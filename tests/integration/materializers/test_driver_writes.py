@@ -5,6 +5,7 @@ between the history append and the MERGE."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -133,8 +134,61 @@ def test_compaction_packs_each_date_into_one_file_and_keeps_the_rows(
     assert len(DeltaTable(made.history_path).file_uris()) == 3  # a file per batch
 
     made.optimize(spark, 3 if in_driver else None)
+    made.settle()  # delta-rs compacts in the background
     assert len(DeltaTable(made.history_path).file_uris()) == 1  # the batches share one date
     assert tables(made) == written
+
+
+def operations(path: str) -> list[str]:
+    return [commit["operation"] for commit in reversed(DeltaTable(path).history())]
+
+
+def test_a_background_compaction_beside_the_next_batches_loses_and_doubles_nothing(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made, twin = warehouse(spark, tmp_path / "compacting"), warehouse(spark, tmp_path / "twin")
+    for batch_id in range(2):
+        write(spark, made, batch_id, in_driver=True)
+        write(spark, twin, batch_id, in_driver=True)
+    original = delta_driver.DriverTable.compact
+
+    def slow(table: delta_driver.DriverTable) -> None:  # still running when the next batches write
+        time.sleep(1.5)
+        original(table)
+
+    monkeypatch.setattr(delta_driver.DriverTable, "compact", slow)
+    began = time.monotonic()
+    made.optimize(spark, 3)
+    assert time.monotonic() - began < 1.0  # the batch does not wait for it
+    made.optimize(spark, 3)  # the previous one still runs: skipped, not queued
+    for batch_id in range(2, len(BATCHES)):
+        write(spark, made, batch_id, in_driver=True)  # the MERGE waits for the current table's turn
+        write(spark, twin, batch_id, in_driver=True)
+    made.settle()
+
+    assert tables(made) == tables(twin)
+    assert operations(made.history_path).count("OPTIMIZE") == 1
+    assert operations(made.current_path).count("OPTIMIZE") <= 1  # nothing to pack: no commit
+    for path, twins in ((made.history_path, twin.history_path), (made.current_path, twin.current_path)):
+        assert DeltaTable(path).transaction_version("app") == DeltaTable(twins).transaction_version("app")
+
+
+def test_a_failed_background_compaction_is_raised_by_the_next_round(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = warehouse(spark, tmp_path / "broken")
+    write(spark, made, 0, in_driver=True)
+
+    def broken(_table: delta_driver.DriverTable) -> None:
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(delta_driver.DriverTable, "compact", broken)
+    made.optimize(spark, 3)
+    with pytest.raises(OSError, match="No space left"):
+        made.optimize(spark, 3)
+    made.optimize(spark, 3)  # raised once; a new round starts
+    with pytest.raises(OSError, match="No space left"):
+        made.settle()
 
 
 def first_commit(table: Path) -> dict[str, Any]:
