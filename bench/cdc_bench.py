@@ -24,9 +24,10 @@ Assumptions and choices (all recorded in the JSON):
   (a record's timestamp is its arrival in Kafka, independent of how fast Python consumes) and
   `cleanup.policy=delete` (the spec's `compact` would start the log cleaner on ~GBs mid-run).
 - Heartbeats are off (no idle periods here; they would only add a topic and a shared-table row).
-- The writer sets `synchronous_commit=on` for its own session: the shared server runs with `off`
-  and a 200 ms wal_writer_delay, and a logical walsender only ships flushed WAL, so async commits
-  would add the WAL writer's delay to every latency sample. `--synchronous-commit server` keeps it.
+- The writer sets `synchronous_commit=on` for its own session (the stack's own setting too since
+  2026-11-29; before, the server ran with `off` and a 200 ms wal_writer_delay, and a logical walsender
+  only ships flushed WAL, so async commits added the WAL writer's delay to every latency sample).
+  `--synchronous-commit server` keeps the server's.
 - CPU per process (Connect per thread group, Kafka, Postgres, this process) and the whole machine's
   busy time are read from /proc around each phase: other engineers share the two cores, so every
   phase says how much CPU others took, and what the measured CPU per row would allow on idle cores.

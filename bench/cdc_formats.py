@@ -23,10 +23,13 @@ ratio), `json-schemaless`, `avro` (Apicurio's AvroConverter, Confluent framing).
    order. Both tables are checked for the same rows and sum of stock. Where the time
    went: ours from the batches' timeline (`materializers.timeline`, written to the job's
    timeline.jsonl), the peer from Spark's progress.
-4. Latency: per format, a `--latency-rows` products table captured by a latency-tuned connector, ONE
-   driver (`materializers start products`, cache + search + warehouse) and commit->view latency at each
-   of `--rates` (2,000 and 5,000 rows/s; `materializers_bench.PacedUpdates` and `Prober`), the
-   table's stamps reset between rates.
+4. Latency (run first, on a quiet stack: after the other phases, a 1M-row table updated a million
+   times and GBs of compacted topics behind them, a steady batch took 1,063 ms where it takes ~340 on
+   a quiet one, the machine's background work unaccounted for): per format, a
+   `--latency-rows` products table captured by a connector at the spec's defaults, ONE driver
+   (`materializers start products`, cache + search + warehouse, the job's default trigger) and
+   commit->view latency at each of `--rates` (2,000 and 5,000 rows/s; `materializers_bench.PacedUpdates`
+   and `Prober`), the table's stamps reset between rates.
 Everything the run creates (tables, connectors, slots, publications, topics, registry subjects, Redis
 keys, the Spark work dir) is named with a run id and removed in `finally`, also on SIGTERM/Ctrl-C.
 """
@@ -148,7 +151,11 @@ class Settings:
         p.add_argument("--rates", default="2000,5000", help="latency rates, rows/s (2000,5000)")
         p.add_argument("--latency-warmup", type=float, help="seconds of load before measuring (30; quick 10)")
         p.add_argument("--latency-seconds", type=float, help="measured seconds per rate (60; quick 15)")
-        p.add_argument("--trigger", default="500ms", help="the latency driver's trigger (500ms)")
+        p.add_argument(
+            "--trigger",
+            default=RunConfig().trigger,
+            help="the latency driver's trigger (the job's default: %(default)s)",
+        )
         p.add_argument(
             "--formats", default=",".join(FORMATS), help=f"comma-separated of {', '.join(FORMATS)}"
         )
@@ -1140,6 +1147,8 @@ def _settings_json(s: Settings) -> dict[str, Any]:
 
 def phases(ctx: Context, results: dict[str, Any]) -> None:
     s, out = ctx.settings, results["formats"]
+    for fmt in s.formats:
+        out[fmt]["latency"] = measure_latency(ctx, fmt)
     schema = f"bench_cdcfmt_{ctx.run_id}"
     ctx.cleanup.schemas.append(schema)
     log.info("loading %d rows into %s.products", s.rows, schema)
@@ -1163,8 +1172,6 @@ def phases(ctx: Context, results: dict[str, Any]) -> None:
     for spec in list(ctx.cleanup.specs):
         ctx.cleanup.release(spec)
     spark_phase(ctx, topics, out)
-    for fmt in s.formats:
-        out[fmt]["latency"] = measure_latency(ctx, fmt)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

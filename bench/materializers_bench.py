@@ -10,8 +10,8 @@ Side by side in one run (results in bench/results/materializers.json + .md):
    script, so the same position check) one round trip per record, and the same loop pipelined per
    consumed batch.
 2. Latency: a real Postgres table captured by a real Debezium connector, updated at `--rate` rows/s
-   (default 2,000) for `--seconds` after `--warmup` seconds of the same load (the connector is tuned for
-   latency: LATENCY_CONNECTOR), while the products materializer runs, each group of views in its
+   (default 2,000) for `--seconds` after `--warmup` seconds of the same load (the connector spec's and
+   the job's defaults), while the products materializer runs, each group of views in its
    own driver process (the `materializers` CLI with `--views`, optionally its own `--trigger`); one
    run per `--drivers` layout, one after the other (DEFAULT_LAYOUTS: the cache alone; the search index
    alone; a driver per view at once, as a 2-core machine would host all three). A row's commit→view
@@ -70,7 +70,6 @@ SAMPLED_PER_COMMIT = 5
 # Debezium hands a batch to Connect when max.batch.size records are queued or poll.interval.ms (500)
 # has passed: at 2,000 rows/s that wait alone is ~0.5 s of every row's latency (bench/cdc_bench.py's
 # tuned variant). This bench measures the materializer, so the connector is tuned for latency.
-LATENCY_CONNECTOR = {"poll.interval.ms": "25", "producer.override.linger.ms": "5"}
 DESCRIPTION = "A sturdy everyday product, built to last; ships in recycled packaging. " * 3
 
 # Debezium's JsonConverter (schemas.enable=true) envelope schema for the products table, as the
@@ -544,8 +543,8 @@ def load_table(dsn: str, schema: str, rows: int) -> str:
 
 
 def captured_table(base: RunConfig, schema: str, rows: int, record_format: str) -> tuple[str, ConnectorSpec]:
-    """A products table of `rows` rows in its own schema, and the latency-tuned connector spec for it,
-    its records in `record_format` (avro: in the stack's registry)."""
+    """A products table of `rows` rows in its own schema, and the connector spec for it (the spec's
+    defaults, as a user's), its records in `record_format` (avro: in the stack's registry)."""
     table = load_table(base.endpoints.pg_dsn, schema, rows)
     name = schema.replace("_", "-")
     spec = ConnectorSpec(
@@ -558,7 +557,6 @@ def captured_table(base: RunConfig, schema: str, rows: int, record_format: str) 
         registry=RegistrySpec.from_url(base.endpoints.schema_registry_url)
         if record_format == "avro"
         else None,
-        extra=LATENCY_CONNECTOR,
     )
     return table, spec
 
@@ -794,7 +792,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--warmup", type=float, default=60.0, help="latency phase: seconds of load before measuring"
     )
     parser.add_argument("--table-rows", type=int, default=20_000, help="latency phase: rows in the table")
-    parser.add_argument("--trigger", default="500ms", help="latency phase: the job's trigger interval")
+    parser.add_argument(
+        "--trigger",
+        default=RunConfig().trigger,
+        help="latency phase: the job's trigger (its default: %(default)s)",
+    )
     parser.add_argument(
         "--drivers",
         action="append",

@@ -84,7 +84,7 @@ EXPERIMENTS = (Variant("full_jit", {"MATERIALIZERS_DRIVER_JIT": "full"}, ()),)
 def start_driver(plan: JobPlan, variant: Variant, log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     c = plan.config
     args = [sys.executable, "-m", "materializers.cli", "--home", str(c.home), "start", "products",
-            "--from", "earliest", "--trigger", "1s", "--topic", c.topic, "--table", c.table,
+            "--from", "earliest", "--topic", c.topic, "--table", c.table,
             "--redis-prefix", c.redis_prefix, *variant.flags]  # fmt: skip
     with log.open("ab") as out:
         return subprocess.Popen(

@@ -247,7 +247,7 @@ def driver_args(plans: list[JobPlan], search: SearchChoice) -> list[str]:
     """The `materializers start` command line keeping every plan in one driver (pure)."""
     c = plans[0].config  # one home and one Redis base prefix for all
     args = [sys.executable, "-m", "materializers.cli", "--home", str(c.home), *search.driver_flags(), "start",
-            *(p.spec.name for p in plans), "--from", "earliest", "--trigger", "1s", "--redis-prefix", c.redis_prefix]  # fmt: skip
+            *(p.spec.name for p in plans), "--from", "earliest", "--redis-prefix", c.redis_prefix]  # fmt: skip
     for plan in plans:
         args += ["--topic", f"{plan.spec.name}={plan.topic}"]
         if plan.config.table:

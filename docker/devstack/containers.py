@@ -73,11 +73,12 @@ LOOPBACK = "127.0.0.1"
 CCOMPAT_PATH = "/apis/ccompat/v7"
 
 # Logical decoding for Debezium; durability traded for speed (a throw-away database whose WAL is still
-# written, so slots behave as in production). Same flags as the local stack and docker/compose.yaml.
+# written, so slots behave as in production). Same flags as the local stack and docker/compose.yaml:
+# synchronous_commit stays on (services.py says why).
 PG_COMMAND = (
     "postgres -c wal_level=logical -c max_replication_slots=20 -c max_wal_senders=20"
     " -c max_connections=200 -c shared_buffers=128MB"
-    " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    " -c fsync=off -c full_page_writes=off"
 )
 # No persistence, like the local stack: Redis holds only rebuildable read models.
 REDIS_COMMAND = ["redis-server", "--save", "", "--appendonly", "no"]

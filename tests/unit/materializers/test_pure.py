@@ -89,6 +89,11 @@ def test_trigger(text: str, spark: str) -> None:
     assert normalize_trigger(text) == spark
 
 
+def test_the_default_trigger_is_the_same_from_code_and_from_the_environment() -> None:
+    assert RunConfig().trigger == RunConfig.from_env({}).trigger == "500 milliseconds"
+    assert RunConfig.from_env({"MATERIALIZERS_TRIGGER": "2s"}).trigger == "2 seconds"
+
+
 def test_bad_trigger_and_env() -> None:
     with pytest.raises(ConfigError, match="500ms or 2m"):
         normalize_trigger("soon")
