@@ -16,8 +16,8 @@ Side by side in one run (results in bench/results/materializers.json + .md):
    run per `--drivers` layout, one after the other (DEFAULT_LAYOUTS: the cache alone; the search index
    alone; a driver per view at once, as a 2-core machine would host all three). A row's commit→view
    latency is the time from its commit until a poller sees the new value in the view (5 rows of every
-   commit are followed; cache polled every 50 ms, search and warehouse every 250 ms: that interval
-   bounds the resolution).
+   commit are followed; cache polled every 50 ms, search and warehouse every 100 ms (250 ms before
+   2026-11-29): that interval bounds the resolution).
 Needs a running stack (`make up`, `source .stack/env`). Timing on a shared 2-core machine is noisy:
 read the ratios, and re-run before drawing conclusions.
 """
@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pyarrow as pa
 import redis
 from cdc_bench import summarize_ms
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
@@ -457,11 +458,25 @@ def cache_stamps(cache: RedisCache) -> Callable[[list[int]], dict[int, int]]:
 
 
 def warehouse_stamps(plan: JobPlan) -> Callable[[list[int]], dict[int, int]]:
+    """Reads the current table through one kept handle, brought up to date per poll (reading its whole
+    log on every poll cost more than the query)."""
+    from deltalake import DeltaTable, QueryBuilder
+
     path = plan.warehouse().current_path
+    held: list[DeltaTable] = []
 
     def read(entities: list[int]) -> dict[int, int]:
+        if not held:
+            held.append(DeltaTable(path))
+        table = held[0]
+        table.update_incremental()
         wanted = ",".join(f"'{e}'" for e in entities)
-        rows = query(path, f"SELECT entity, stock FROM t WHERE entity IN ({wanted})")
+        found = (
+            QueryBuilder()
+            .register("t", table)
+            .execute(f"SELECT entity, stock FROM t WHERE entity IN ({wanted})")
+        )
+        rows = pa.table(found.read_all()).to_pylist()
         return {int(str(r["entity"])): int(str(r["stock"])) for r in rows}
 
     return read
@@ -590,7 +605,7 @@ def start_job(plan: JobPlan, trigger: str, log_path: Path, env: dict[str, str]) 
 def prober(view: str, plan: JobPlan) -> Prober:
     if view == "cache":
         return Prober(view, 0.05, cache_stamps(plan.cache()))
-    return Prober(view, 0.25, search_stamps(plan) if view == "search" else warehouse_stamps(plan))
+    return Prober(view, 0.1, search_stamps(plan) if view == "search" else warehouse_stamps(plan))
 
 
 def run_latency(
