@@ -117,8 +117,8 @@ class DriverTable:
 
 @dataclass(slots=True)
 class Compactor:
-    """Compaction in a thread of its own, beside the batches that follow: inline, a compaction that
-    rewrites a day's history file each time until it reaches delta-rs's 100 MB target) held up every
+    """Compaction in a thread of its own, beside the batches that follow: inline, a compaction (it
+    rewrites a day's history file each time until that reaches delta-rs's 100 MB target) held up every
     row of its batch (0.13-0.46 s at 2k rows/s in a run's first minutes, growing with the day). One
     runs at a time; a round that finds one still running is skipped. Its tables are handles of its
     own (a handle is not for two threads)."""

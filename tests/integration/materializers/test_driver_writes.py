@@ -5,7 +5,7 @@ between the history append and the MERGE."""
 from __future__ import annotations
 
 import json
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -150,20 +150,21 @@ def test_a_background_compaction_beside_the_next_batches_loses_and_doubles_nothi
     for batch_id in range(2):
         write(spark, made, batch_id, in_driver=True)
         write(spark, twin, batch_id, in_driver=True)
-    original = delta_driver.DriverTable.compact
+    original, released = delta_driver.DriverTable.compact, threading.Event()
 
-    def slow(table: delta_driver.DriverTable) -> None:  # still running when the next batches write
-        time.sleep(1.5)
+    def held_back(table: delta_driver.DriverTable) -> None:  # runs once the test lets it
+        if not released.wait(30):
+            raise TimeoutError("optimize() waited for its own compaction")
         original(table)
 
-    monkeypatch.setattr(delta_driver.DriverTable, "compact", slow)
-    began = time.monotonic()
-    made.optimize(spark, 3)
-    assert time.monotonic() - began < 1.0  # the batch does not wait for it
-    made.optimize(spark, 3)  # the previous one still runs: skipped, not queued
-    for batch_id in range(2, len(BATCHES)):
-        write(spark, made, batch_id, in_driver=True)  # the MERGE waits for the current table's turn
-        write(spark, twin, batch_id, in_driver=True)
+    monkeypatch.setattr(delta_driver.DriverTable, "compact", held_back)
+    made.optimize(spark, 3)  # returns while its compaction waits
+    made.optimize(spark, 3)  # that one still runs: this round is skipped, not queued
+    write(spark, made, 2, in_driver=True)
+    write(spark, twin, 2, in_driver=True)
+    released.set()
+    write(spark, made, 3, in_driver=True)  # beside the compaction; its MERGE takes turns with it
+    write(spark, twin, 3, in_driver=True)
     made.settle()
 
     assert tables(made) == tables(twin)
