@@ -68,9 +68,6 @@ OUT = Path(__file__).parent / "results" / "materializers.json"
 # the batch's size, so a short trigger only spends the cores the other views need).
 DEFAULT_LAYOUTS = ("cache", "search", "cache/search/warehouse@30s")
 SAMPLED_PER_COMMIT = 5
-# Debezium hands a batch to Connect when max.batch.size records are queued or poll.interval.ms (500)
-# has passed: at 2,000 rows/s that wait alone is ~0.5 s of every row's latency (bench/cdc_bench.py's
-# tuned variant). This bench measures the materializer, so the connector is tuned for latency.
 DESCRIPTION = "A sturdy everyday product, built to last; ships in recycled packaging. " * 3
 
 # Debezium's JsonConverter (schemas.enable=true) envelope schema for the products table, as the
