@@ -21,6 +21,7 @@ ENV_SPARK_MASTER = "SPARK_MASTER_URL"
 # Local mode with a thread per core of this host; a cluster is named by URL.
 DEFAULT_MASTER = "local[*]"
 ENV_TRIGGER = "MATERIALIZERS_TRIGGER"
+DEFAULT_TRIGGER = "500 milliseconds"
 ENV_OPTIMIZE_EVERY = "MATERIALIZERS_OPTIMIZE_EVERY"
 ENV_FAILPOINT = "MATERIALIZERS_FAILPOINT"
 ENV_TOPIC = "MATERIALIZERS_TOPIC"
@@ -63,7 +64,7 @@ class RunConfig:
     # A batch starts every half second, or at once when the last took longer: at 2k rows/s with the
     # three views, p99 commit->cache 1.55 s at 1 s and 1.04 s here, for 0.7 instead of 0.43 of a core;
     # 100 ms bought ~5% more at 1.07 cores (bench/results/history.md, 2026-11-29).
-    trigger: str = "500 milliseconds"
+    trigger: str = DEFAULT_TRIGGER
     optimize_every: int = 50
     failpoint: str = ""
     topic: str = ""  # input topic; "" = the materializer's default
@@ -99,7 +100,7 @@ class RunConfig:
             endpoints=Endpoints.from_env(env),
             home=Path(env.get(ENV_HOME) or ".materializers"),
             master=env.get(ENV_MASTER) or env.get(ENV_SPARK_MASTER) or DEFAULT_MASTER,
-            trigger=normalize_trigger(env.get(ENV_TRIGGER) or "500ms"),
+            trigger=normalize_trigger(env.get(ENV_TRIGGER) or DEFAULT_TRIGGER),
             optimize_every=int(every),
             failpoint=env.get(ENV_FAILPOINT, ""),
             topic=env.get(ENV_TOPIC, ""),

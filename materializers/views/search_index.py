@@ -127,12 +127,7 @@ class SearchIndex:
         return self._index
 
     def _stored(self, searcher: Any, key: str) -> dict[str, Any] | None:
-        query = tantivy.Query.term_query(self.index().schema, "key", key)
-        hits = searcher.search(query, 1).hits
-        if not hits:
-            return None
-        doc: dict[str, Any] = searcher.doc(hits[0][1]).to_dict()
-        return doc
+        return self._stored_of(searcher, [key]).get(key)
 
     def _stored_of(self, searcher: Any, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The stored documents of `keys` (those it has), found by one query instead of one per key."""
