@@ -101,27 +101,37 @@ def test_either_engine_skips_a_batch_the_other_committed(spark: Any, tmp_path: P
     assert tables(by_spark) == written
 
 
-def test_a_batch_cut_between_history_and_current_is_finished_once(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("cut", ["merge", "append"])
+def test_a_batch_cut_in_one_table_is_finished_once(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut: str
 ) -> None:
+    """The two tables are written side by side: whichever write fails, the other one commits, the
+    batch fails, and its re-run writes only what is missing."""
     made = warehouse(spark, tmp_path / "cut")
     write(spark, made, 0, in_driver=True)
+    history_before = len(tables(made)[0])
 
     def crash(*_args: Any, **_kwargs: Any) -> None:
-        raise RuntimeError("driver killed before the MERGE")
+        raise RuntimeError(f"driver killed in the {cut}")
 
     with monkeypatch.context() as patched:
-        patched.setattr(delta_driver.DriverTable, "merge", crash)
-        with pytest.raises(RuntimeError):
+        patched.setattr(delta_driver.DriverTable, cut, crash)
+        with pytest.raises(RuntimeError, match=cut):
             write(spark, made, 1, in_driver=True)
     history, current = tables(made)
-    assert len(history) == 6 and [r["entity"] for r in current if r["deleted"]] == []
+    deleted = [r["entity"] for r in current if r["deleted"]]
+    if cut == "merge":
+        assert len(history) == 6 and deleted == []
+    else:
+        assert len(history) == history_before < 6 and deleted == ["2"]
+        assert DeltaTable(made.current_path).transaction_version("app") == 1
 
     write(spark, made, 1, in_driver=True)
     history, current = tables(made)
     assert len(history) == 6  # not appended twice
     assert [r["entity"] for r in current if r["deleted"]] == ["2"]
     assert DeltaTable(made.current_path).transaction_version("app") == 1
+    assert DeltaTable(made.history_path).transaction_version("app") == 1
 
 
 @pytest.mark.parametrize("in_driver", [True, False], ids=["delta-rs", "spark"])
