@@ -76,6 +76,12 @@ STATE_STORE = {
     # nothing here reads it (`spark.read.format("statestore")` counts a checkpoint's rows exactly).
     "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
 }
+# Spark 4.2 asks, for every field of every nested record a task builds (SpecificInternalRow: an Avro
+# record's `after` and `source`, per change), whether its Types Framework is on; unset, the answer
+# reads the environment (SPARK_TESTING) each time: 4 % of a Debezium Avro decode's CPU in a JFR
+# profile of a backfill. Set, it is a lookup in the task's properties. `false` is Spark's default
+# outside its own test suite.
+TYPES_FRAMEWORK = {"spark.sql.types.framework.enabled": "false"}
 # A query's checkpoint (a local path: `--checkpoint`, under the materializers' home) is written twice
 # per micro-batch (offsets, then commits). Spark's default manager goes through Hadoop's FileContext,
 # whose local file system without Hadoop's native library forks `readlink` 8 times and `chmod` twice
@@ -299,7 +305,7 @@ def build(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     size_by_parallelism(session)
-    for key, value in {**STATE_STORE, **CHECKPOINT_FILES}.items():
+    for key, value in {**STATE_STORE, **CHECKPOINT_FILES, **TYPES_FRAMEWORK}.items():
         if not session.sparkContext.getConf().contains(key):  # spark-defaults.conf or spark.* wins
             session.conf.set(key, value)
     return session
