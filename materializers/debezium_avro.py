@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from materializers import avro_columns, event_shape, spark_avro
@@ -43,6 +44,7 @@ FRAMING = ("_vf", "_vid", "_kf", "_kid")
 _MAX_MILLIS = (2**63 - 1) // 1000
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 _NUMERIC = (*_INTEGRAL, "float", "double", "decimal")
+FLAT = "f"  # the suffix of an envelope's flat document column (`_v<id>f`)
 
 
 def framing() -> list[Column]:
@@ -95,31 +97,45 @@ class AvroForms:
         return sorted(set(self.texts) - set(self.envelopes))
 
     def documents(self) -> list[Column]:
-        """One `from_avro` per writer schema, each evaluated only for the records of its id."""
+        """One `from_avro` per writer schema, each evaluated only for the records of its id; an
+        envelope with a flat form (`avro_columns.flat_envelope`) reads the bodies that start with
+        FLAT_PREFIX flat, the others nested: each body is parsed once."""
         from pyspark.sql import functions as F
 
-        def read(side: str, sid: int) -> Column:
+        flat_prefix = F.substring(
+            "value", event_shape.HEADER_SIZE + 1, len(avro_columns.FLAT_PREFIX)
+        ) == F.lit(avro_columns.FLAT_PREFIX)
+
+        def read(name: str, side: str, sid: int) -> Column:
             column = "value" if side == "v" else "key"
             framed = F.col(f"_{side}f") & (F.col(f"_{side}id") == event_shape.schema_id_literal(sid))
             body = event_shape.avro_body(column)
+            flat = self._flat(sid) if side == "v" else None
+            if name.endswith(FLAT) and flat is not None:
+                return F.when(framed & flat_prefix, spark_avro.from_avro(body, *flat))
             text = avro_columns.reader_schema(self.texts[sid])
             # only what the change is read from (avro_columns.envelope_reader says why)
             reader = avro_columns.envelope_reader(self.texts[sid], self._row_names()) if side == "v" else None
-            return F.when(framed, spark_avro.from_avro(body, text, reader))
+            return F.when(framed & ~flat_prefix if flat else framed, spark_avro.from_avro(body, text, reader))
 
-        return [read(side, sid).alias(name) for name, side, sid in self._named()]
+        return [read(name, side, sid).alias(name) for name, side, sid in self._named()]
 
     def document_names(self) -> list[str]:
         """The columns `documents` names, in its order."""
         return [name for name, _, _ in self._named()]
 
     def _named(self) -> list[tuple[str, str, int]]:
-        """(column, side, writer schema id) of each document: values (`v`) first, then keys (`k`)."""
-        return [
-            (f"_{side}{sid}", side, sid)
-            for side, ids in (("v", self.envelopes), ("k", self.keys))
-            for sid in ids
+        """(column, side, writer schema id) of each document: values (`v`) first, each envelope's flat
+        form after it (`<column>` + FLAT), then keys (`k`)."""
+        values = [
+            (f"_v{sid}{suffix}", "v", sid)
+            for sid in self.envelopes
+            for suffix in ("", *((FLAT,) if self._flat(sid) else ()))
         ]
+        return [*values, *((f"_k{sid}", "k", sid) for sid in self.keys)]
+
+    def _flat(self, sid: int) -> tuple[str, str] | None:
+        return _flat_envelope(self.texts[sid], tuple(self._row_names()))
 
     def _row_names(self) -> list[str]:
         return [avro_columns.avro_name(c) for c in self.data_columns]
@@ -135,24 +151,41 @@ class AvroForms:
     def _change_of(self, sid: int) -> tuple[Column, Column]:
         from pyspark.sql import functions as F
 
-        doc = F.col(f"_v{sid}")
         after, message = self._row_of(sid, "after")
         rows = [after.alias("after")]
-        if self.with_before:
+        if self.with_before:  # a flat body's `before` is null: the nested document's is then
             before, before_unfit = self._row_of(sid, "before")
-            rows.append(F.when(doc["before"].isNotNull(), before).alias("before"))
+            rows.append(F.when(F.col(f"_v{sid}")["before"].isNotNull(), before).alias("before"))
             message = F.coalesce(message, before_unfit)
-        source_position = F.struct(doc["source"]["lsn"].alias("lsn"), doc["source"]["ts_ms"].alias("ts_ms"))
-        p = F.struct(
-            *rows, source_position.alias("source"), doc["op"].alias("op"), doc["ts_ms"].alias("ts_ms")
+        source_position = F.struct(
+            self._read(sid, "source", "lsn").alias("lsn"), self._read(sid, "source", "ts_ms").alias("ts_ms")
         )
-        return F.when(doc.isNotNull(), p), message
+        p = F.struct(
+            *rows,
+            source_position.alias("source"),
+            self._read(sid, "op").alias("op"),
+            self._read(sid, "ts_ms").alias("ts_ms"),
+        )
+        read = F.col(f"_v{sid}").isNotNull()
+        return F.when(read | F.col(f"_v{sid}{FLAT}").isNotNull() if self._flat(sid) else read, p), message
+
+    def _read(self, sid: int, *path: str) -> Column:
+        """A field of envelope `sid`'s document (`path`: a field, or a record's and its field): from
+        its flat form where the body was read flat."""
+        from pyspark.sql import functions as F
+
+        nested = F.col(f"_v{sid}")
+        for name in path:
+            nested = nested[name]
+        if not self._flat(sid) or path[0] == "before":
+            return nested
+        flat = F.col(f"_v{sid}{FLAT}")
+        return F.when(flat.isNotNull(), flat[avro_columns.FLAT_SEP.join(path)]).otherwise(nested)
 
     def _row_of(self, sid: int, side: str) -> tuple[Column, Column]:
         """(`side`'s row as a struct of the DDL's columns, the first unfit column's message or null)."""
         from pyspark.sql import functions as F
 
-        doc = F.col(f"_v{sid}")
         fields = avro_columns.row_fields(self.texts[sid])
         ddl = avro_columns.ddl_columns(self.data_ddl)
         values: list[Column] = []
@@ -161,7 +194,7 @@ class AvroForms:
             name = avro_columns.avro_name(column)
             field = fields.get(name)
             conv = avro_columns.conversion(field, ddl[column])
-            raw = doc[side][name] if field is not None else F.lit(None)
+            raw = self._read(sid, side, name) if field is not None else F.lit(None)
             source = avro_columns.spark_type(field) if field is not None else "void"
             value, unfit = convert(raw, conv, ddl[column], source)
             values.insert(0, value.cast(ddl[column]).alias(column))
@@ -228,6 +261,12 @@ class AvroForms:
         return F.when(F.col("_vf") & ~_among("_vid", known), event_shape.schema_id("value")).when(
             F.col("_kf") & ~_among("_kid", known), event_shape.schema_id("key")
         )
+
+
+@lru_cache(maxsize=64)
+def _flat_envelope(schema_text: str, row_columns: tuple[str, ...]) -> tuple[str, str] | None:
+    """`avro_columns.flat_envelope`, once per schema and columns (a decode's build asks per column)."""
+    return avro_columns.flat_envelope(schema_text, row_columns)
 
 
 def convert(raw: Column, conv: Conversion, ddl_type: str, source: str) -> tuple[Column, Column]:

@@ -125,6 +125,32 @@ def test_semantic_types_become_the_ddl_types_exactly(spark: Any) -> None:
         assert row["c_bytea"] == (None if after["c_bytea"] is None else base64.b64decode(after["c_bytea"]))
 
 
+def test_a_change_with_no_before_is_read_flat_and_a_delete_nested(spark: Any) -> None:
+    """Which document each captured body was read into (`AvroForms.documents`): inserts and updates
+    (no `before`, an `after`) by the flat form alone, deletes by the nested one alone, and the
+    decoded changes carry the values either way (the test above checks them type by type)."""
+    from pyspark.sql import functions as F
+
+    from materializers import debezium_avro
+
+    texts = {int(k): v for k, v in captured("avro")["schemas"].items()}
+    forms = debezium_avro.AvroForms(texts, ("c_text",), "c_text string", "id")
+    frame = spark.createDataFrame(torture_rows("avro"), SOURCE).where("value IS NOT NULL")
+    documents = frame.select("offset", "key", "value", *debezium_avro.framing()).select(
+        "offset", "key", "value", *forms.documents()
+    )
+    names = [n for n in forms.document_names() if n.startswith("_v")]
+    read = {
+        r["offset"]: (r["op"], sorted(n for n in names if r[n] is not None))
+        for r in documents.select(
+            "offset", F.coalesce(*[F.col(n)["op"] for n in names]).alias("op"), *names
+        ).collect()
+    }
+    assert {op for op, _ in read.values()} >= {"c", "u", "d"}
+    for op, into in read.values():
+        assert len(into) == 1 and into[0].endswith(debezium_avro.FLAT) == (op != "d"), (op, into)
+
+
 def envelope_schema(field_type: Any) -> dict[str, Any]:
     row = {
         "type": "record",

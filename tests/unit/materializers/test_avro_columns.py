@@ -11,12 +11,14 @@ import fastavro
 import pytest
 
 from materializers.avro_columns import (
+    FLAT_PREFIX,
     SourceField,
     avro_name,
     conversion,
     ddl_columns,
     decimal_scale,
     envelope_reader,
+    flat_envelope,
     is_envelope,
     reader_schema,
     row_fields,
@@ -222,3 +224,51 @@ def test_the_envelope_reader_keeps_the_whole_schema_when_a_cut_would_orphan_a_na
     doc["fields"][-1]["type"] = ["null", "long"]
     cut = json.loads(envelope_reader(json.dumps(doc), ["name"]))
     assert [f["name"] for f in cut["fields"]] == ["before", "after", "source", "op", "ts_ms"]
+
+
+def test_a_body_with_the_flat_prefix_reads_flat_exactly_as_nested() -> None:
+    """Every captured change whose body starts with FLAT_PREFIX (`before` null, `after` a row) read
+    with the flat schemas gives, field for field, what the nested envelope reader gives; the others
+    (deletes: `after` null) keep the nested read. Both kinds are among the records the Spark tests
+    decode."""
+    schemas = captured_schemas()
+    columns = ["id", "c_numeric", "c_text", "c_uuid", "c_added"]
+    changes = [r for r in json.loads(FIXTURE.read_text())["torture"] if r["value"]]
+    kinds = {True: 0, False: 0}
+    for record in changes:
+        body = base64.b64decode(record["value"])[5:]
+        writer_text = schemas[int.from_bytes(base64.b64decode(record["value"])[1:5], "big")]
+        forms = flat_envelope(writer_text, columns)
+        assert forms is not None
+        kinds[body.startswith(FLAT_PREFIX)] += 1
+        if not body.startswith(FLAT_PREFIX):
+            continue
+        writer = fastavro.parse_schema(json.loads(reader_schema(writer_text)))
+        nested = fastavro.schemaless_reader(
+            io.BytesIO(body), writer, fastavro.parse_schema(json.loads(envelope_reader(writer_text, columns)))
+        )
+        flat_writer, flat_reader = (fastavro.parse_schema(json.loads(t)) for t in forms)
+        flat = fastavro.schemaless_reader(io.BytesIO(body), flat_writer, flat_reader)
+        assert isinstance(nested, dict) and isinstance(flat, dict) and nested["before"] is None
+        assert flat == {
+            **{f"after__{c}": v for c, v in nested["after"].items()},
+            **{f"source__{c}": v for c, v in nested["source"].items()},
+            "op": nested["op"],
+            "ts_ms": nested["ts_ms"],
+        }
+    assert kinds[True] >= 5 and kinds[False] >= 1
+
+
+def test_an_envelope_without_the_flat_layout_has_no_flat_form() -> None:
+    assert flat_envelope(envelope(("name", "string")), ["name"]) is not None
+    swapped = json.loads(envelope(("name", "string")))
+    swapped["fields"][1]["type"] = ["Value", "null"]  # a non-null `after` is branch 0 here
+    assert flat_envelope(json.dumps(swapped), ["name"]) is None
+    reordered = json.loads(envelope(("name", "string")))
+    reordered["fields"][:2] = reordered["fields"][1::-1]
+    assert flat_envelope(json.dumps(reordered), ["name"]) is None
+    point = {"type": "record", "name": "Point", "fields": [{"name": "x", "type": "double"}]}
+    assert flat_envelope(envelope(("name", "string"), ("at", point)), ["name"]) is None  # a named type
+    clash = json.loads(envelope(("name", "string")))
+    clash["fields"].append({"name": "after__name", "type": "string"})
+    assert flat_envelope(json.dumps(clash), ["name"]) is None
