@@ -8,6 +8,8 @@ Guarantees, as the JSON path's:
 - no Python per record: the 5-byte header is cut off and the body read by `from_avro` with its writer
   schema (PERMISSIVE: a body that does not decode is an error row, not a failed batch), one `from_avro`
   per known writer schema id under a CASE on the id, so each body is parsed once, with its own schema;
+  a change with no `before` and an `after` (inserts, snapshot reads, updates without REPLICA
+  IDENTITY FULL) by the flat form of its schema (`avro_columns.flat_envelope`), the others nested;
 - values are turned into the materializer's DDL types by Debezium's semantic type (`avro_columns`), and
   a value that does not fit its column (out of range, a digit lost, a refused source type) makes its
   record an error row naming the DDL and the column, never a silent null or a rounded value;

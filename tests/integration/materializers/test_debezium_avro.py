@@ -25,6 +25,7 @@ from cdc.connector_spec import ConnectorSpec, DatabaseSpec, RegistrySpec
 from kafkakit.positions import parse_start
 from kafkakit.settings import Endpoints
 from materializers import debezium as dbz
+from materializers.avro_columns import FLAT_PREFIX
 from materializers.avro_events import SchemaCache, WriterSchemas
 from materializers.job import Job, JobPlan
 from materializers.verify import verify
@@ -194,6 +195,7 @@ def test_unfit_refused_unknown_and_undecodable_records_are_error_rows(spark: Any
         (key, good, "t", 0, 2),
         (key, good[:5] + b"\x02", "t", 0, 3),  # cut short
         (key, b"\x00\x00\x00\x1b\x57" + good[5:], "t", 0, 4),  # an id no registry knows
+        (key, good[:8], "t", 0, 5),  # cut short inside a flat body (no `before`, an `after`)
     ]
     texts = {sid: json.dumps(s) for sid, s in schemas.items()}
     out = decode(spark, rows, "n int", known(texts))
@@ -202,7 +204,12 @@ def test_unfit_refused_unknown_and_undecodable_records_are_error_rows(spark: Any
     assert "decimal.handling.mode=string" in errors[0]
     assert errors[1].startswith("a value does not fit its column's type") and "(n int)" in errors[1]
     assert errors[2] is None and out[2]["n"] == 5 and out[2]["entity"] == "1"
-    assert errors[3] == "Avro value does not decode with writer schema id 7002 (not a Debezium change event)"
+    assert good[5:7] == FLAT_PREFIX
+    assert (
+        errors[3]
+        == errors[5]
+        == "Avro value does not decode with writer schema id 7002 (not a Debezium change event)"
+    )
     assert "schema id 6999 is not in the registry" in errors[4]
     assert out[4]["schema_id"] == 6999  # what the job learns from
     assert [r["schema_id"] for r in out[:4]] == [None] * 4  # known ids: nothing to learn
