@@ -24,9 +24,9 @@ field name is its name with characters outside [A-Za-z0-9_] replaced by `_` (`av
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from materializers import avro_columns, event_shape, spark_avro
@@ -89,6 +89,13 @@ class AvroForms:
     data_ddl: str
     key_column: str
     with_before: bool = False  # also read `before`, as a struct like `after`
+    # Each envelope's flat (writer, reader) schemas (`avro_columns.flat_envelope`; None: it has none).
+    flats: Mapping[int, tuple[str, str] | None] = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        row = self._row_names()
+        flats = {sid: avro_columns.flat_envelope(self.texts[sid], row) for sid in self.envelopes}
+        object.__setattr__(self, "flats", flats)
 
     @property
     def envelopes(self) -> list[int]:
@@ -108,36 +115,34 @@ class AvroForms:
             "value", event_shape.HEADER_SIZE + 1, len(avro_columns.FLAT_PREFIX)
         ) == F.lit(avro_columns.FLAT_PREFIX)
 
-        def read(name: str, side: str, sid: int) -> Column:
+        def read(side: str, sid: int, flat: bool) -> Column:
             column = "value" if side == "v" else "key"
             framed = F.col(f"_{side}f") & (F.col(f"_{side}id") == event_shape.schema_id_literal(sid))
             body = event_shape.avro_body(column)
-            flat = self._flat(sid) if side == "v" else None
-            if name.endswith(FLAT) and flat is not None:
-                return F.when(framed & flat_prefix, spark_avro.from_avro(body, *flat))
+            flat_form = self.flats.get(sid) if side == "v" else None
+            if flat and flat_form is not None:
+                return F.when(framed & flat_prefix, spark_avro.from_avro(body, *flat_form))
             text = avro_columns.reader_schema(self.texts[sid])
             # only what the change is read from (avro_columns.envelope_reader says why)
             reader = avro_columns.envelope_reader(self.texts[sid], self._row_names()) if side == "v" else None
-            return F.when(framed & ~flat_prefix if flat else framed, spark_avro.from_avro(body, text, reader))
+            nested = framed & ~flat_prefix if flat_form else framed
+            return F.when(nested, spark_avro.from_avro(body, text, reader))
 
-        return [read(name, side, sid).alias(name) for name, side, sid in self._named()]
+        return [read(side, sid, flat).alias(name) for name, side, sid, flat in self._named()]
 
     def document_names(self) -> list[str]:
         """The columns `documents` names, in its order."""
-        return [name for name, _, _ in self._named()]
+        return [name for name, _, _, _ in self._named()]
 
-    def _named(self) -> list[tuple[str, str, int]]:
-        """(column, side, writer schema id) of each document: values (`v`) first, each envelope's flat
-        form after it (`<column>` + FLAT), then keys (`k`)."""
+    def _named(self) -> list[tuple[str, str, int, bool]]:
+        """(column, side, writer schema id, flat) of each document: values (`v`) first, each
+        envelope's flat form after it (`<column>` + FLAT), then keys (`k`)."""
         values = [
-            (f"_v{sid}{suffix}", "v", sid)
+            (f"_v{sid}{FLAT if flat else ''}", "v", sid, flat)
             for sid in self.envelopes
-            for suffix in ("", *((FLAT,) if self._flat(sid) else ()))
+            for flat in (False, *((True,) if self.flats[sid] else ()))
         ]
-        return [*values, *((f"_k{sid}", "k", sid) for sid in self.keys)]
-
-    def _flat(self, sid: int) -> tuple[str, str] | None:
-        return _flat_envelope(self.texts[sid], tuple(self._row_names()))
+        return [*values, *((f"_k{sid}", "k", sid, False) for sid in self.keys)]
 
     def _row_names(self) -> list[str]:
         return [avro_columns.avro_name(c) for c in self.data_columns]
@@ -169,7 +174,9 @@ class AvroForms:
             self._read(sid, "ts_ms").alias("ts_ms"),
         )
         read = F.col(f"_v{sid}").isNotNull()
-        return F.when(read | F.col(f"_v{sid}{FLAT}").isNotNull() if self._flat(sid) else read, p), message
+        if self.flats[sid]:
+            read = read | F.col(f"_v{sid}{FLAT}").isNotNull()
+        return F.when(read, p), message
 
     def _read(self, sid: int, *path: str) -> Column:
         """A field of envelope `sid`'s document (`path`: a field, or a record's and its field): from
@@ -179,7 +186,7 @@ class AvroForms:
         nested = F.col(f"_v{sid}")
         for name in path:
             nested = nested[name]
-        if not self._flat(sid) or path[0] == "before":
+        if not self.flats[sid] or path[0] == "before":
             return nested
         flat = F.col(f"_v{sid}{FLAT}")
         return F.when(flat.isNotNull(), flat[avro_columns.FLAT_SEP.join(path)]).otherwise(nested)
@@ -263,12 +270,6 @@ class AvroForms:
         return F.when(F.col("_vf") & ~_among("_vid", known), event_shape.schema_id("value")).when(
             F.col("_kf") & ~_among("_kid", known), event_shape.schema_id("key")
         )
-
-
-@lru_cache(maxsize=64)
-def _flat_envelope(schema_text: str, row_columns: tuple[str, ...]) -> tuple[str, str] | None:
-    """`avro_columns.flat_envelope`, once per schema and columns (a decode's build asks per column)."""
-    return avro_columns.flat_envelope(schema_text, row_columns)
 
 
 def convert(raw: Column, conv: Conversion, ddl_type: str, source: str) -> tuple[Column, Column]:

@@ -33,9 +33,10 @@ log = logging.getLogger(__name__)
 class DriverTable:
     """One Delta table as the driver writes it: its log is read once, then only the commits added
     since (opening a table replays its whole log, and a batch opened each table several times).
-    A batch brings it up to date once, in `committed`; its later steps use that version: each update
-    lists the log's directory, ~1.5 µs per file (a table committed every half second gains 172k a day
-    until its log retention expires them)."""
+    A batch brings it up to date once, in `committed`; its later steps use that version: on a local
+    disk each update (and each commit) lists the log's whole directory, ~30 µs per file (deltalake
+    1.6.6: 0.64 s beside 20,000 commit files), and a table committed every half second gains 172k a
+    day until its log retention expires them (README, the warehouse's limits)."""
 
     path: str
     _table: DeltaTable | None = field(default=None, init=False, repr=False)

@@ -88,6 +88,9 @@ def test_rebuild_switches_readers_without_a_gap(
         run_once(spark, original)
         assert verify(original) == []
         reader.start()
+        deadline = time.monotonic() + 60
+        while "" not in reader.generations and time.monotonic() < deadline:  # it read the original
+            time.sleep(0.05)
         done = rebuild(spark, PRODUCTS, config, parse_start("earliest"), grace=5.0)
         seen = reader.reads
         deadline = time.monotonic() + 60

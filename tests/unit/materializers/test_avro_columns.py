@@ -236,8 +236,8 @@ def test_a_body_with_the_flat_prefix_reads_flat_exactly_as_nested() -> None:
     changes = [r for r in json.loads(FIXTURE.read_text())["torture"] if r["value"]]
     kinds = {True: 0, False: 0}
     for record in changes:
-        body = base64.b64decode(record["value"])[5:]
-        writer_text = schemas[int.from_bytes(base64.b64decode(record["value"])[1:5], "big")]
+        framed = base64.b64decode(record["value"])
+        body, writer_text = framed[5:], schemas[int.from_bytes(framed[1:5], "big")]
         forms = flat_envelope(writer_text, columns)
         assert forms is not None
         kinds[body.startswith(FLAT_PREFIX)] += 1
