@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from materializers.config import is_local
 from materializers.errors import MaterializerError
 
 if TYPE_CHECKING:
@@ -82,6 +83,15 @@ STATE_STORE = {
 # profile of a backfill. Set, it is a lookup in the task's properties. `false` is Spark's default
 # outside its own test suite.
 TYPES_FRAMEWORK = {"spark.sql.types.framework.enabled": "false"}
+# A query's whole-stage code is one method per stage, and the JVM does not compile a method past
+# 8,000 bytes of bytecode (DontCompileHugeMethods): it runs interpreted. A Debezium Avro decode is one
+# stage (framing, from_avro, the change's columns), ~8,000 bytes for the bench's four-column products
+# table and more per column: at 8,013 bytes, 200k records into Arrow took 1.94 s interpreted and
+# 1.07-1.28 s compiled. The driver's JVM compiles such methods (every task's, in local mode); a
+# cluster's executors keep their own JVM flags, so there Spark ends a stage's code at the JVM's limit
+# instead (each operator's own generated code, compiled), unless configured.
+COMPILE_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
+CLUSTER_CODEGEN = {"spark.sql.codegen.hugeMethodLimit": "8000"}
 # A query's checkpoint (a local path: `--checkpoint`, under the materializers' home) is written twice
 # per micro-batch (offsets, then commits). Spark's default manager goes through Hadoop's FileContext,
 # whose local file system without Hadoop's native library forks `readlink` 8 times and `chmod` twice
@@ -289,13 +299,12 @@ def build(
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in located.conf().items():
         builder = builder.config(key, value)
-    options = [DRIVER_JIT[jit or driver_jit()]]
+    options = [COMPILE_HUGE_METHODS, DRIVER_JIT[jit or driver_jit()]]
     archive = class_archive(located.files or located.packages)
     if archive is not None:
         archive.parent.mkdir(parents=True, exist_ok=True)
         options.append(class_sharing_options(archive, now=time.time(), writer=os.getpid()))
-    if any(options):
-        builder = builder.config("spark.driver.extraJavaOptions", " ".join(o for o in options if o))
+    builder = builder.config("spark.driver.extraJavaOptions", " ".join(o for o in options if o))
     # Executors' Python workers must run this interpreter (its venv has redis, tantivy, ...), not
     # whatever `python3` is first on PATH; pyspark reads the worker's interpreter only from this
     # variable when the driver is a plain Python process (no spark-submit). An explicit setting wins.
@@ -305,10 +314,20 @@ def build(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     size_by_parallelism(session)
-    for key, value in {**STATE_STORE, **CHECKPOINT_FILES, **TYPES_FRAMEWORK}.items():
+    for key, value in session_defaults(master).items():
         if not session.sparkContext.getConf().contains(key):  # spark-defaults.conf or spark.* wins
             session.conf.set(key, value)
     return session
+
+
+def session_defaults(master: str) -> dict[str, str]:
+    """The session settings `build` sets where spark-defaults.conf (or spark.*) does not (pure)."""
+    return {
+        **STATE_STORE,
+        **CHECKPOINT_FILES,
+        **TYPES_FRAMEWORK,
+        **({} if is_local(master) else CLUSTER_CODEGEN),
+    }
 
 
 def size_by_parallelism(session: SparkSession) -> None:

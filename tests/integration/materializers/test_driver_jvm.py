@@ -19,6 +19,12 @@ def test_the_driver_jvm_compiles_with_c1_only_by_default_in_a_full_size_code_cac
         str(a) for a in jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
     ]
     assert "-XX:TieredStopAtLevel=1" in flags, flags
+    # a whole decode is one generated method, past the JVM's 8,000-byte limit for wider tables
+    diagnostics = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+    )
+    assert str(diagnostics.getVMOption("DontCompileHugeMethods").getValue()) == "false"
+    assert spark.conf.get("spark.sql.codegen.hugeMethodLimit") == "65535"  # Spark's: a local master
     # C1 alone would reserve 48 MB, which a long-running driver fills (the JVM then stops compiling)
     pools = {str(p.getName()): p for p in jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()}
     code_cache = [p for name, p in pools.items() if name.startswith("CodeHeap") or name == "CodeCache"]

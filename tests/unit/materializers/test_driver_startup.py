@@ -79,3 +79,14 @@ def test_records_ahead_count_from_each_partitions_start_as_spark_starts_it() -> 
     assert records_ahead({0: 70}, bounds) == 30 + 50  # partitions not named start at earliest
     assert records_ahead({0: 100, 1: 10, 2: 5}, bounds) == 0 + 50  # below the log start: from it
     assert records_ahead({}, {}) == 0
+
+
+def test_huge_generated_methods_are_compiled_in_the_driver_and_stopped_at_the_limit_on_a_cluster() -> None:
+    from materializers.spark_session import CLUSTER_CODEGEN, COMPILE_HUGE_METHODS, session_defaults
+
+    assert COMPILE_HUGE_METHODS == "-XX:-DontCompileHugeMethods"
+    assert "spark.sql.codegen.hugeMethodLimit" not in session_defaults("local[2]")
+    assert "spark.sql.codegen.hugeMethodLimit" not in session_defaults("local")
+    cluster = session_defaults("spark://master:7077")
+    assert {k: cluster[k] for k in CLUSTER_CODEGEN} == {"spark.sql.codegen.hugeMethodLimit": "8000"}
+    assert cluster["spark.sql.types.framework.enabled"] == "false"  # the others stay
