@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from cdc.values import DEFAULT_UNAVAILABLE_PLACEHOLDER
-from materializers import debezium_avro, positions
+from materializers import debezium_avro, event_shape, positions
 from materializers.changes import SOURCE_COLUMNS, source_coordinates
 
 if TYPE_CHECKING:
@@ -53,6 +53,11 @@ CHANGE_FIELDS_WITH_BEFORE = ("after", "before", "source", "op", "ts_ms")
 BEFORE, CHANGE_OP = "_before", "_change_op"
 # from_json writes the raw text here when any field does not fit its type (Spark's PERMISSIVE mode).
 UNFIT = "_unfit_value"
+# The error of a JSON record in a query built to read Avro only (`Decoder`): the job decodes it again.
+JSON_UNREAD = (
+    "a JSON record (no wire header on its key or value) in a query built to read Avro records only; "
+    "the job decodes it again reading JSON (call Decoder.meet_json where you run the decoder yourself)"
+)
 
 
 def change_fields(data_ddl: str, with_before: bool = False) -> list[str]:
@@ -137,6 +142,15 @@ class Decoder:
     `with_before` adds `BEFORE` (the `before` row as a struct of the data columns, as sent: a TOAST
     placeholder is not nulled there) and `CHANGE_OP` (c, u, d or r), for views that take a row's old
     contribution back (aggregate views over CDC).
+
+    Knowing writer schemas, it reads Avro records only until it meets a JSON one (a topic whose
+    connector moved from JSON to Avro): `from_json` has no generated code, so a JSON reader in the
+    query split its whole-stage code in two, an interpreted projection between them copying every
+    row (a 2M-record Avro backfill decoded 10 % faster without it). Until then a JSON record (key or
+    value without the wire header) is an error row with `schema_id` `event_shape.UNFRAMED_ID`, which
+    the job learns from as from a new writer schema (`meet_json`): it decodes such records again and
+    restarts its query reading both. `json_before_met` reads JSON from the start (a query that is
+    never rebuilt: the aggregate job's).
     """
 
     # Debezium's context headers (connector name, task, run id) carry nothing the decode reads.
@@ -146,53 +160,57 @@ class Decoder:
     key_column: str
     unavailable_placeholder: str = DEFAULT_UNAVAILABLE_PLACEHOLDER
     with_before: bool = False
-    _built: dict[tuple[int, ...], _Expressions] = field(default_factory=dict, init=False, repr=False)
+    json_before_met: bool = False
+    _json_met: bool = field(default=False, init=False, repr=False)
+    # (writer schema ids, reads JSON) -> the expressions built for them
+    _built: dict[tuple[tuple[int, ...], bool], _Expressions] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def __call__(self, df: DataFrame, schemas: WriterSchemas | None = None) -> DataFrame:
         present = df.where(df["value"].isNotNull())
         texts = debezium_avro.writer_schemas(present, schemas) if schemas is not None else {}
-        known = tuple(sorted(texts))
-        if known not in self._built:
-            self._built = {known: self._build(texts)}  # only the newest set is used again
-        framing, avro_documents, json_documents, parsed, projected = self._built[known]
+        built = (tuple(sorted(texts)), self.json_before_met or self._json_met or not texts)
+        if built not in self._built:
+            self._built = {built: self._build(texts, json=built[1])}  # only the newest is used again
+        framing, avro_documents, json_documents, parsed, projected = self._built[built]
         framed = present.select(*framing)
         read = framed.select(*avro_documents) if avro_documents else framed  # JSON only: no projection
-        return read.select(*json_documents).select(*parsed).select(*projected)
+        read = read.select(*json_documents) if json_documents else read  # Avro only: none
+        return read.select(*parsed).select(*projected)
 
-    def _build(self, texts: Mapping[int, str]) -> _Expressions:
+    @property
+    def reads_json(self) -> bool:
+        """Whether the decode built last reads JSON records."""
+        return any(json for _, json in self._built)
+
+    def meet_json(self) -> None:
+        """Read JSON records from now on (the job met one: `event_shape.UNFRAMED_ID`)."""
+        self._json_met = True
+
+    def _build(self, texts: Mapping[int, str], *, json: bool) -> _Expressions:
         from pyspark.sql import functions as F
 
         data_columns, key_column = self.data_columns, self.key_column
         avro = debezium_avro.AvroForms(texts, data_columns, self.data_ddl, key_column, self.with_before)
         framing = [*[F.col(c) for c in SOURCE_COLUMNS], *debezium_avro.framing()]
         carried_over = [F.col(c) for c in (*SOURCE_COLUMNS, *debezium_avro.FRAMING)]
-        # Parsed in a projection of their own, then read by name: a field read straight off
-        # `from_json(...)` is rewritten by Spark (enableJsonExpressionOptimization) into a from_json
-        # of that field alone, so the value and the key were each parsed twice.
-        # Each record is parsed by one reader only: a framed one reaches from_json as null (a CASE
-        # around from_json instead slowed JSON decoding down).
-        json_key = F.from_json(F.when(~F.col("_kf"), F.col("key").cast("string")), key_schema(key_column))
         avro_documents = avro.documents()
-        json_documents = [
-            *carried_over,
-            *[_kept_apart(d) for d in avro.document_names()],
-            F.from_json(
-                F.when(~F.col("_vf"), F.col("value").cast("string")),
-                f"{value_schema(self.data_ddl, self.with_before)}, `{UNFIT}` string",
-                {"columnNameOfCorruptRecord": UNFIT},
-            ).alias("_value"),
-            json_key.alias("_key"),
-        ]
-        value, key = F.col("_value"), F.col("_key")
-        plain_key = key[key_column] if key_column not in ENVELOPE_FIELDS else F.lit(None)
         avro_change, avro_unfit = avro.change()
-        json_unfit = F.when(value[UNFIT].isNotNull(), F.lit(unfit_message(self.data_ddl)))
+        avro_error, schema_id = avro.error(F.col("p.op"), F.col("entity")), avro.schema_id()
+        if json:
+            json_documents, json_change, json_entity, json_unfit = self._json_reader(
+                avro.document_names(), carried_over
+            )
+        else:
+            json_documents, json_change, json_entity, json_unfit = [], F.lit(None), F.lit(None), F.lit(None)
+            unframed = ~F.col("_vf") | (F.col("key").isNotNull() & ~F.col("_kf"))
+            avro_error = F.when(unframed, F.lit(JSON_UNREAD)).otherwise(avro_error)
+            schema_id = F.when(unframed, F.lit(event_shape.UNFRAMED_ID).cast("long")).otherwise(schema_id)
         parsed = [
             *carried_over,
-            F.when(F.col("_vf"), avro_change).otherwise(_either(value, self._change_fields())).alias("p"),
-            F.when(F.col("_kf"), avro.entity())
-            .otherwise(F.coalesce(key["payload"][key_column], plain_key))
-            .alias("entity"),
+            F.when(F.col("_vf"), avro_change).otherwise(json_change).alias("p"),
+            F.when(F.col("_kf"), avro.entity()).otherwise(json_entity).alias("entity"),
             F.when(F.col("_vf"), avro_unfit).otherwise(json_unfit).alias(UNFIT),
         ]
         deleted = F.col("p.op") == "d"
@@ -227,13 +245,46 @@ class Decoder:
             F.array().cast("array<string>").alias("del_fields"),
             keep.alias("keep_fields"),
             F.timestamp_millis(F.coalesce(F.col("p.source.ts_ms"), F.col("p.ts_ms"))).alias("event_ts"),
-            *source_coordinates(_error(F.col("p"), entity, F.col(UNFIT), avro.error(F.col("p.op"), entity))),
+            *source_coordinates(_error(F.col("p"), entity, F.col(UNFIT), avro_error)),
             *[carried[c].alias(c) for c in data_columns],
-            avro.schema_id().alias("schema_id"),
+            schema_id.alias("schema_id"),
             *([F.col("p.before").alias(BEFORE), F.col("p.op").alias(CHANGE_OP)] if self.with_before else []),
         ]
         avro_projection = [*carried_over, *avro_documents] if avro_documents else []
         return framing, avro_projection, json_documents, parsed, projected
+
+    def _json_reader(
+        self, avro_documents: list[str], carried_over: list[Column]
+    ) -> tuple[list[Column], Column, Column, Column]:
+        """The JSON documents' projection (`carried_over` and the Avro documents passed through), and
+        what an unframed record's change, entity and unfit-value message are read from there."""
+        from pyspark.sql import functions as F
+
+        key_column = self.key_column
+        # Parsed in a projection of their own, then read by name: a field read straight off
+        # `from_json(...)` is rewritten by Spark (enableJsonExpressionOptimization) into a from_json
+        # of that field alone, so the value and the key were each parsed twice.
+        # Each record is parsed by one reader only: a framed one reaches from_json as null (a CASE
+        # around from_json instead slowed JSON decoding down).
+        json_key = F.from_json(F.when(~F.col("_kf"), F.col("key").cast("string")), key_schema(key_column))
+        documents = [
+            *carried_over,
+            *[_kept_apart(d) for d in avro_documents],
+            F.from_json(
+                F.when(~F.col("_vf"), F.col("value").cast("string")),
+                f"{value_schema(self.data_ddl, self.with_before)}, `{UNFIT}` string",
+                {"columnNameOfCorruptRecord": UNFIT},
+            ).alias("_value"),
+            json_key.alias("_key"),
+        ]
+        value, key = F.col("_value"), F.col("_key")
+        plain_key = key[key_column] if key_column not in ENVELOPE_FIELDS else F.lit(None)
+        return (
+            documents,
+            _either(value, self._change_fields()),
+            F.coalesce(key["payload"][key_column], plain_key),
+            F.when(value[UNFIT].isNotNull(), F.lit(unfit_message(self.data_ddl))),
+        )
 
     def _change_fields(self) -> tuple[str, ...]:
         return CHANGE_FIELDS_WITH_BEFORE if self.with_before else CHANGE_FIELDS

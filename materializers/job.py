@@ -15,7 +15,8 @@ Order inside a micro-batch (`process_batch`), before Spark commits the batch to 
    know come out as error rows with their `schema_id`: the job learns the new ids from the registry,
    reads those records again from Kafka by their offsets and decodes them knowing the new schemas,
    and the runner restarts the query after that batch so that later batches decode them in one pass
-   (`stale`, runner.py);
+   (`stale`, runner.py). So do JSON records where the query reads Avro only (debezium.Decoder: a
+   topic that holds Avro records is read without a JSON reader until one is met);
 2. error rows -> dead-letter topic;
 3. the views: `parallel` ones (the Redis cache, from the executors through Arrow: CDC upserts where
    Spark read them, a fold's patches partitioned by entity and sorted by version) in a thread of
@@ -38,7 +39,7 @@ import json
 import logging
 import shutil
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
@@ -52,6 +53,7 @@ from materializers.avro_events import WriterSchemas, learn_topic_schemas
 from materializers.changes import COORDINATES, split
 from materializers.config import is_local
 from materializers.errors import CheckpointMismatch, SourceUnavailable
+from materializers.event_shape import UNFRAMED_ID
 from materializers.plan import GENERATIONS_DIR as GENERATIONS_DIR
 from materializers.plan import JobPlan as JobPlan
 from materializers.timeline import StepClock
@@ -230,6 +232,10 @@ class Job:
         # to each), so they are asked for only when the decoder reads them; one that does not say so
         # (`reads_headers`) is taken to read them.
         self._headers: bool = getattr(self.decode, "reads_headers", True)
+        # A decoder that reads JSON only once the job met a JSON record (debezium.Decoder) is told so.
+        self._meet_json: Callable[[], None] | None = getattr(self.decode, "meet_json", None)
+        self._query_json = True  # whether the running query's decode reads JSON records
+        self._json_learnt = False  # since the running query started (which reads Avro only)
         self.app_id = ""
         self.streamed: frozenset[int] = frozenset()  # the writer schemas the running query decodes with
         self.task_records = 0  # records the running query's tasks read at most (split_reads; 0: a partition)
@@ -298,13 +304,14 @@ class Job:
         return self._query(available_now)
 
     def stale(self) -> bool:
-        """Whether the job knows writer schemas the running query does not decode with: their records
-        are read and decoded twice in every batch (`_decoded_again`) until `restart`."""
-        return not set(self.schemas.known()) <= self.streamed
+        """Whether the job knows writer schemas the running query does not decode with, or met JSON
+        records where the query reads Avro only: such records are read and decoded twice in every
+        batch (`_decoded_again`) until `restart`."""
+        return self._json_learnt or not set(self.schemas.known()) <= self.streamed
 
     def restart(self, *, available_now: bool = False) -> StreamingQuery:
-        """Start the query again, decoding with every writer schema known now; it resumes from the
-        checkpoint (the caller stopped the previous one between batches)."""
+        """Start the query again, decoding with every writer schema known now (and JSON, once met);
+        it resumes from the checkpoint (the caller stopped the previous one between batches)."""
         return self._query(available_now)
 
     def _query(self, available_now: bool) -> StreamingQuery:
@@ -327,7 +334,8 @@ class Job:
             split=self.task_records,
         )
         decoded = self.decode(raw, schemas)
-        self.streamed = frozenset(schemas.known())
+        self.streamed, self._json_learnt = frozenset(schemas.known()), False
+        self._query_json = getattr(self.decode, "reads_json", True)
         writer = (
             self._kept(decoded)
             .writeStream.queryName(f"{self.plan.spec.name}-{self.app_id[-8:]}")
@@ -402,14 +410,27 @@ class Job:
                 found = decoded.agg(*aggregates).first()
             if found is None:
                 return decoded, 0, 0
-            # learn() is true only when it found an id it had never asked for, so this ends.
-            if len(found) < 3 or not self.schemas.learn(found[2]):
+            # _learn() is true only when it found an id it had never asked for, or JSON records
+            # the decode had not read (decoded again, they are), so this ends.
+            if len(found) < 3 or not self._learn(found[2]):
                 return decoded, int(found[0]), int(found[1])
             with self.clock.timed(batch_id, "decode_again"):
                 again = self._decoded_again(decoded).persist()
                 again.count()  # computed before the frame it reads is dropped
             decoded.unpersist()
             decoded = again
+
+    def _learn(self, ids: Iterable[int], *, json_read: bool = False) -> bool:
+        """Learn what the `schema_id`s of a batch's undecoded records ask for: writer schemas not
+        known yet, or reading JSON (UNFRAMED_ID) where the decode that refused them (`json_read`:
+        read JSON) read Avro only. True: decoded again, more of those records now decode (the
+        running query does not until `restart`)."""
+        wanted = set(ids)
+        meet = self._meet_json if UNFRAMED_ID in wanted and not json_read else None
+        if meet is not None:
+            meet()
+            self._json_learnt = True
+        return self.schemas.learn(sorted(wanted - {UNFRAMED_ID})) or meet is not None
 
     def _decoded_again(self, decoded: DataFrame) -> DataFrame:
         """`decoded` with its error rows read again from Kafka and decoded with every writer schema
@@ -459,7 +480,7 @@ class Job:
         if "error" in table.column_names:
             if "schema_id" in table.column_names:
                 failed = table.filter(pc.is_valid(table.column("error")))
-                if self.schemas.learn(failed.column("schema_id").drop_null().to_pylist()):
+                if self._learn(failed.column("schema_id").drop_null().to_pylist()):
                     with timed(batch_id, "decode_again"):  # a writer schema the query does not know
                         table = self._again_in_driver(table)
                 table = table.drop_columns(["schema_id"])
@@ -545,7 +566,7 @@ class Job:
         their raw records read back (a small job over the refused ones) for their schema ids. One not
         asked for before makes those records decode and apply again knowing it: the view is
         idempotent, so what it applied the first time is not applied twice."""
-        decoded = batch.drop("schema_id")
+        decoded, json_read = batch.drop("schema_id"), self._query_json
         while True:
             batches = {
                 v.name: FrameBatch(spark=batch.sparkSession, app_id=self.app_id, batch_id=batch_id,
@@ -556,9 +577,10 @@ class Job:
             if not rejects:
                 break
             refused = self._raw_records(dead_letters.rejects_frame(self.spark, rejects).select(*COORDINATES))
-            if not self.schemas.learn(schema_ids(refused)):
+            if not self._learn(schema_ids(refused), json_read=json_read):
                 break
             decoded = self._kept(self.decode(refused, self.schemas)).drop("schema_id")
+            json_read = getattr(self.decode, "reads_json", True)
         self._dead_letter_rejects(rejects)
         self._failpoint("after-views", batch_id)
 
@@ -737,13 +759,16 @@ def triggered(writer: DataStreamWriter, plan: JobPlan, available_now: bool) -> D
 
 
 def schema_ids(raw: DataFrame) -> list[int]:
-    """The registry ids framing the keys and values of raw records (few: one small job)."""
+    """The registry ids framing the keys and values of raw records, UNFRAMED_ID for a key or value
+    without the wire header (few: one small job)."""
     from pyspark.sql import functions as F
 
     from materializers import event_shape
 
     ids = [
-        F.when(event_shape.has_wire_header(side), event_shape.schema_id(side)).alias(side)
+        F.when(event_shape.has_wire_header(side), event_shape.schema_id(side))
+        .when(F.col(side).isNotNull(), F.lit(UNFRAMED_ID))
+        .alias(side)
         for side in ("key", "value")
     ]
     return sorted({i for row in raw.select(*ids).collect() for i in row if i is not None})

@@ -132,10 +132,11 @@ def _poll(r: _Running) -> None:
 
 def _restart(r: _Running, job: Job) -> None:
     """A query whose job learnt writer schemas it does not decode with (a column added in the source,
-    say): stopped after its batch and started again from its checkpoint, decoding with all of them.
-    Until then each batch read and decoded those records twice (job.py, step 1)."""
+    say), or met JSON records where it reads Avro only: stopped after its batch and started again
+    from its checkpoint, decoding all of them. Until then each batch read and decoded those records
+    twice (job.py, step 1)."""
     assert r.query is not None
-    log.info("materializer %s: restarting its query to decode new writer schemas", job.plan.spec.name)
+    log.info("materializer %s: restarting its query to decode what it learnt", job.plan.spec.name)
     _stop_between_batches(r.query)
     r.status = _publish(r, r.query.lastProgress)  # the batch that ran meanwhile
     error: BaseException | None = r.query.exception()

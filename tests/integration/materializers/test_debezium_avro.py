@@ -27,6 +27,7 @@ from kafkakit.settings import Endpoints
 from materializers import debezium as dbz
 from materializers.avro_columns import FLAT_PREFIX
 from materializers.avro_events import SchemaCache, WriterSchemas
+from materializers.event_shape import UNFRAMED_ID
 from materializers.job import Job, JobPlan
 from materializers.verify import verify
 from shop.products import COLUMNS, DATA_DDL, PRODUCTS, TABLE_DDL
@@ -58,19 +59,40 @@ def known(texts: dict[int, str]) -> WriterSchemas:
     return WriterSchemas("http://127.0.0.1:9/unused", True, SchemaCache(found=OrderedDict(texts)))
 
 
+def decoder_of(ddl: str) -> dbz.Decoder:
+    return dbz.Decoder(
+        data_columns=tuple(c.split(" ")[0] for c in ddl.split(", ")), data_ddl=ddl, key_column="id"
+    )
+
+
+def decoded(frame: Any) -> list[dict[str, Any]]:
+    return [r.asDict(recursive=True) for r in frame.orderBy("src_offset").collect()]
+
+
 def decode(
     spark: Any, rows: list[tuple[Any, ...]], ddl: str, schemas: WriterSchemas | None
 ) -> list[dict[str, Any]]:
-    columns = tuple(c.split(" ")[0] for c in ddl.split(", "))
-    decoder = dbz.Decoder(data_columns=columns, data_ddl=ddl, key_column="id")
-    frame = decoder(spark.createDataFrame(rows, SOURCE), schemas)
-    return [r.asDict(recursive=True) for r in frame.orderBy("src_offset").collect()]
+    return decoded(decoder_of(ddl)(spark.createDataFrame(rows, SOURCE), schemas))
 
 
 def test_avro_and_json_records_decode_to_the_same_changes_in_one_frame(spark: Any) -> None:
     texts = {int(k): v for k, v in captured("avro")["schemas"].items()}
     ddl = "c_int int, c_bigint bigint, c_numeric_ps string, c_text string, c_bool boolean, c_json string, c_uuid string"
-    rows = decode(spark, [*torture_rows("avro"), *torture_rows("json", 100)], ddl, known(texts))
+    decoder = decoder_of(ddl)
+    source = spark.createDataFrame([*torture_rows("avro"), *torture_rows("json", 100)], SOURCE)
+    # Knowing writer schemas, it reads Avro only (no from_json in the query) until it meets JSON:
+    # each JSON record is an error row whose schema_id tells the job to decode it again.
+    avro_only = decoder(source, known(texts))
+    assert not decoder.reads_json and "from_json" not in plan_of(avro_only)
+    first = decoded(avro_only)
+    assert [r["error"] for r in first if r["src_offset"] < 100] == [None] * 8
+    assert {(r["error"], r["schema_id"]) for r in first if r["src_offset"] >= 100} == {
+        (dbz.JSON_UNREAD, UNFRAMED_ID)
+    }
+    decoder.meet_json()
+    both = decoder(source, known(texts))
+    assert decoder.reads_json and "from_json" in plan_of(both)
+    rows = decoded(both)
     avro = [r for r in rows if r["src_offset"] < 100]
     as_json = [r for r in rows if r["src_offset"] >= 100]
     assert len(avro) == len(as_json) == 8  # the tombstone is dropped
@@ -89,6 +111,11 @@ def test_avro_and_json_records_decode_to_the_same_changes_in_one_frame(spark: An
     assert all(r["error"] is None for r in rows)
     # schema_id names only an id the decode was not built with: none here, and none for JSON.
     assert {r["schema_id"] for r in rows} == {None}
+
+
+def plan_of(frame: Any) -> str:
+    """`frame`'s physical plan, every field printed."""
+    return str(frame._jdf.queryExecution().executedPlan().treeString(False, False, 100_000, False, False))
 
 
 def test_semantic_types_become_the_ddl_types_exactly(spark: Any) -> None:
@@ -182,7 +209,9 @@ def test_unfit_refused_unknown_and_undecodable_records_are_error_rows(spark: Any
     wide = {"type": "bytes", "logicalType": "decimal", "precision": 64, "scale": 2,
             "connect.name": "org.apache.kafka.connect.data.Decimal"}  # fmt: skip
     schemas = {7001: envelope_schema(wide), 7002: envelope_schema({"type": "long"})}
-    key = json.dumps({"id": 1}).encode()  # a JSON key beside an Avro value: read record by record
+    key = json.dumps({"id": 1}).encode()  # a JSON key beside an Avro value: read record by record,
+    decoder = decoder_of("n int")  # once the decoder has met JSON (the job tells it: Decoder.meet_json)
+    decoder.meet_json()
 
     def change(sid: int, n: Any) -> bytes:
         datum = {"after": {"id": 1, "n": n}, "source": {"lsn": 10, "ts_ms": 1}, "op": "c", "ts_ms": 1}
@@ -198,7 +227,7 @@ def test_unfit_refused_unknown_and_undecodable_records_are_error_rows(spark: Any
         (key, good[:8], "t", 0, 5),  # cut short inside a flat body (no `before`, an `after`)
     ]
     texts = {sid: json.dumps(s) for sid, s in schemas.items()}
-    out = decode(spark, rows, "n int", known(texts))
+    out = decoded(decoder(spark.createDataFrame(rows, SOURCE), known(texts)))
     errors = [r["error"] for r in out]
     assert "Connect Decimal(64,2), wider than Spark's 38 digits" in errors[0]
     assert "decimal.handling.mode=string" in errors[0]
@@ -330,3 +359,79 @@ def test_avro_poison_and_unfit_values_are_dead_lettered_and_the_job_goes_on(
     assert "does not decode" in headers[3]["dlq-error"]
     assert letters[3].value() == value[:7]  # the original bytes, for a replay
     assert COLUMNS == ("name", "description", "price", "stock")
+
+
+def json_change(entity: int, name: str) -> tuple[bytes, bytes]:
+    """A products insert as Connect's JsonConverter without schemas writes it: (key, value)."""
+    after = {"id": entity, "name": name, "description": "from json", "price": "1.50", "stock": 3}
+    value = {"before": None, "after": after, "source": {"lsn": 5, "ts_ms": 1}, "op": "c", "ts_ms": 1}
+    return json.dumps({"id": entity}).encode(), json.dumps(value).encode()
+
+
+def steps_of(job: Job, batches: int = 10) -> list[str]:
+    return [step for b in range(batches) for step in job.clock.take(b)]
+
+
+@pytest.fixture
+def avro_products(stack: Any, cdc_source: Any) -> Any:
+    """An empty products table captured by a `format="avro"` connector (started)."""
+    source = cdc_source(TABLE_DDL)
+    source.start(**avro_converters(stack))
+    return source
+
+
+@pytest.mark.parametrize(
+    ("small_batch_rows", "views"),
+    [("10000", ""), ("0", ""), ("0", "cache")],
+    ids=["driver", "executors", "single-pass"],
+)
+def test_json_records_in_an_avro_topic_are_decoded_again_then_read_by_the_restarted_query(
+    spark: Any,
+    avro_products: Any,
+    run_config: Any,
+    endpoints: Any,
+    producer: Any,
+    small_batch_rows: str,
+    views: str,
+) -> None:
+    """A connector moved from JSON to Avro leaves JSON records in its topic. The job knows the topic's
+    writer schemas, so its query reads Avro only (one generated stage); a JSON record there is decoded
+    again reading JSON (nothing dead-lettered that JSON reads), and the job's query, restarted,
+    reads both."""
+    source = avro_products
+    pg, table, kafka = source.pg, source.table, endpoints
+    pg.execute(f"INSERT INTO {table} VALUES (1, 'avro one', 'x', 1.00, 1)")  # type: ignore[arg-type]
+    wait_for_end_offset(kafka, source.topic, 1)
+    for key, value in (json_change(10, "json ten"), (b"not json", b"{not json")):  # offsets 1, 2
+        producer.produce(source.topic, key=key, value=value)
+    producer.flush()
+    pg.execute(f"INSERT INTO {table} VALUES (2, 'avro two', 'x', 2.00, 2)")  # type: ignore[arg-type]
+    wait_for_end_offset(kafka, source.topic, 4)
+    plan = JobPlan.of(
+        PRODUCTS,
+        run_config(
+            topic=source.topic,
+            table=f"public.{table}",
+            small_batch_rows=small_batch_rows,
+            **({"views": views} if views else {}),
+        ),
+    )
+    job = run_once(spark, plan)
+
+    cache = plan.cache()
+    assert cache.read("1")["name"] == "avro one" and cache.read("2")["name"] == "avro two"  # type: ignore[index]
+    assert cache.read("10") == {"name": "json ten", "description": "from json", "price": "1.50", "stock": "3"}
+    letters = read_all(kafka, plan.dlq_topic)
+    assert job.dead_letters == 1 and [dict(m.headers())["dlq-source-offset"] for m in letters] == [b"2"]
+    assert dict(letters[0].headers())["dlq-error"].decode() == "value is not a Debezium change event in JSON"
+    assert job.stale()  # its query read Avro only: a runner restarts it between batches
+    if not views:  # the one-pass path decodes them again without a step of its own
+        assert "decode_again" in steps_of(job)
+
+    key, value = json_change(11, "json eleven")
+    producer.produce(source.topic, key=key, value=value)
+    producer.flush()
+    wait_for_end_offset(kafka, source.topic, 5)
+    run_once(spark, plan, job=job)  # started again: the query reads JSON too
+    assert cache.read("11") is not None and job.dead_letters == 1 and not job.stale()
+    assert "decode_again" not in steps_of(job)
