@@ -19,8 +19,10 @@ ratio), `json-schemaless`, `avro` (Apicurio's AvroConverter, Confluent framing).
    decoder, the peer's decode; each into Spark's `noop` sink), then the warehouse backfill of the
    whole topic, each job in a driver process of its own (`backfill_in_new_driver`): ours (the
    `products` materializer, warehouse view only, history + current tables, its default batch sizes)
-   and the peer (`bench/peer_delta_job.py`: newest change per key, MERGE, 8 batches), in alternating
-   order. Both tables are checked for the same rows and sum of stock. Where the time
+   and the peer (`bench/peer_delta_job.py`: newest change per key, MERGE, 8 batches), each
+   `--backfill-rounds` (3) times, alternating which goes first; each job's median run is reported
+   (a job's rate moved by ~10 % between runs of the same code on this machine). Every table is
+   checked for the same rows and sum of stock. Where the time
    went: ours from the batches' timeline (`materializers.timeline`, written to the job's
    timeline.jsonl), the peer from Spark's progress.
 4. Latency (run first, on a quiet stack: after the other phases, a 1M-row table updated a million
@@ -133,6 +135,7 @@ class Settings:
     trigger: str
     formats: tuple[str, ...]
     partitions: int
+    backfill_rounds: int
     snapshot_timeout_s: float
     out_dir: Path
     stack_dir: Path
@@ -165,6 +168,11 @@ class Settings:
             default=TopicSpec().partitions,
             help="partitions of the snapshot topics (the connector spec's default: %(default)s)",
         )
+        p.add_argument(
+            "--backfill-rounds",
+            type=int,
+            help="backfills of each job, alternating which runs first; the median is kept (3; quick 1)",
+        )
         p.add_argument("--snapshot-timeout", type=float, default=600.0, help="seconds per snapshot")
         p.add_argument(
             "--out-dir", type=Path, help="where cdc-formats.{json,md} go (bench/results; quick: .../quick)"
@@ -192,6 +200,7 @@ class Settings:
             trigger=a.trigger,
             formats=formats,
             partitions=a.partitions,
+            backfill_rounds=a.backfill_rounds or (1 if quick else 3),
             snapshot_timeout_s=a.snapshot_timeout,
             out_dir=a.out_dir or REPO / "bench" / "results" / ("quick" if quick else ""),
             stack_dir=a.stack_dir,
@@ -654,17 +663,33 @@ def spark_phase(ctx: Context, topics: Mapping[str, str], out: dict[str, dict[str
         with suppress(Exception):
             spark.stop()
     for i, (fmt, topic) in enumerate(topics.items()):
-        result: dict[str, Any] = {"order": []}
-        out[fmt]["backfill"] = result
-        for name in BACKFILLS if i % 2 == 0 else reversed(BACKFILLS):
-            log.info("[%s] backfill: %s", fmt, name)
-            result["order"].append(name)
-            result[name] = backfill_in_new_driver(ctx, name, fmt, topic)
-            log.info("[%s] backfill %s: %s rows/s", fmt, name, result[name]["rows_per_s"])
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in BACKFILLS}
+        order: list[str] = []
+        for round_ in range(ctx.settings.backfill_rounds):  # who goes first alternates
+            for name in BACKFILLS if (i + round_) % 2 == 0 else reversed(BACKFILLS):
+                log.info("[%s] backfill %d: %s", fmt, round_ + 1, name)
+                order.append(name)
+                runs[name].append(backfill_in_new_driver(ctx, name, fmt, topic))
+                log.info("[%s] backfill %s: %s rows/s", fmt, name, runs[name][-1]["rows_per_s"])
+                out[fmt]["backfill"] = backfill_summary(runs, order)  # kept as it grows
+
+
+def backfill_summary(runs: Mapping[str, Sequence[dict[str, Any]]], order: Sequence[str]) -> dict[str, Any]:
+    """Each job's median run by rows/s (the lower of the middle two for an even count) with the
+    rows/s of every run, the ratio of the medians, and whether every run left the same rows (pure)."""
+    result: dict[str, Any] = {"order": list(order)}
+    for who, done in runs.items():
+        if done:
+            ranked = sorted(done, key=lambda r: r["rows_per_s"])
+            result[who] = {
+                **ranked[(len(ranked) - 1) // 2],
+                "rows_per_s_runs": [r["rows_per_s"] for r in done],
+            }
+    if all(runs.get(who) for who in BACKFILLS):
         result["ours_vs_peer"] = round(result["ours"]["rows_per_s"] / result["peer"]["rows_per_s"], 2)
-        result["same_rows"] = all(
-            result["ours"][k] == result["peer"][k] for k in ("current_rows", "sum_stock")
-        )
+        every = [r for done in runs.values() for r in done]
+        result["same_rows"] = all(r[k] == every[0][k] for r in every for k in ("current_rows", "sum_stock"))
+    return result
 
 
 BACKFILLS: dict[str, Callable[[Where, SparkSession, str, str], dict[str, Any]]] = {
@@ -993,6 +1018,16 @@ BACKFILL_COLUMNS = {
 
 def _backfill_tables(formats: Mapping[str, Any]) -> list[str]:
     lines = _table("Warehouse backfill: ours vs the peer job", formats, BACKFILL_COLUMNS)[:-1]
+    for fmt, r in formats.items():
+        order = _get(r, "backfill", "order")
+        if order:
+            every = "; ".join(
+                f"{who} {', '.join(f'{v:,}' for v in r['backfill'][who]['rows_per_s_runs'])}"
+                for who in BACKFILLS
+                if who in r["backfill"]
+            )
+            lines += ["", f"{fmt}: each job's median run of {len(order) // len(BACKFILLS)} (in the order "
+                      f"{', '.join(order)}; rows/s of every run: {every})."]  # fmt: skip
     lines += ["", "Where each second went (summed over the batches; ours: Spark's steps and the job's own "
               "steps inside addBatch, from the job's timeline.jsonl; the peer: Spark's steps):", ""]  # fmt: skip
     for fmt, r in formats.items():
