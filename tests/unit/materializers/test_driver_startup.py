@@ -90,3 +90,9 @@ def test_huge_generated_methods_are_compiled_in_the_driver_and_stopped_at_the_li
     cluster = session_defaults("spark://master:7077")
     assert {k: cluster[k] for k in CLUSTER_CODEGEN} == {"spark.sql.codegen.hugeMethodLimit": "8000"}
     assert cluster["spark.sql.types.framework.enabled"] == "false"  # the others stay
+    # an Avro decode's documents, one per writer schema version, pass Spark's 100 fields
+    assert (
+        session_defaults("local[2]")["spark.sql.codegen.maxFields"]
+        == cluster["spark.sql.codegen.maxFields"]
+        == "1000"
+    )
