@@ -669,7 +669,7 @@ def spark_phase(ctx: Context, topics: Mapping[str, str], out: dict[str, dict[str
             for name in BACKFILLS if (i + round_) % 2 == 0 else reversed(BACKFILLS):
                 log.info("[%s] backfill %d: %s", fmt, round_ + 1, name)
                 order.append(name)
-                runs[name].append(backfill_in_new_driver(ctx, name, fmt, topic))
+                runs[name].append(backfill_in_new_driver(ctx, name, fmt, topic, round_))
                 log.info("[%s] backfill %s: %s rows/s", fmt, name, runs[name][-1]["rows_per_s"])
                 out[fmt]["backfill"] = backfill_summary(runs, order)  # kept as it grows
 
@@ -698,24 +698,29 @@ BACKFILLS: dict[str, Callable[[Where, SparkSession, str, str], dict[str, Any]]] 
 }
 
 
-def backfill_in_new_driver(where: Where, who: str, fmt: str, topic: str) -> dict[str, Any]:
+def backfill_in_new_driver(where: Where, who: str, fmt: str, topic: str, round_: int = 0) -> dict[str, Any]:
     """One backfill (`who`: ours or the peer) in a driver process of its own, as a user starts either
     job: each on a JVM of its own, cold. In one shared JVM the job run second found the JIT warmed by
     the first (Kafka source, Avro, Arrow, Spark's planner compiled): the peer run after ours backfilled
-    the same 2M records in 86 s, alone in 119 s."""
-    out = where.work / f"backfill-{who}-{ident(fmt)}.json"
+    the same 2M records in 86 s, alone in 119 s. Each round starts from nothing: tables and
+    checkpoint in a directory of its own, removed once its result is read."""
+    work = where.work / f"backfill-{who}-{ident(fmt)}-{round_}"
+    work.mkdir(parents=True)
+    out = work / "result.json"
     child = {
         "who": who,
         "format": fmt,
         "topic": topic,
         "run_id": where.run_id,
-        "work": str(where.work),
+        "work": str(work),
         "rows": where.settings.rows,
         "records": where.settings.records,
         "out": str(out),
     }
     subprocess.run([sys.executable, __file__, BACKFILL_CHILD, json.dumps(child)], check=True)
-    return json.loads(out.read_text(encoding="utf-8"))
+    result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    shutil.rmtree(work, ignore_errors=True)
+    return result
 
 
 BACKFILL_CHILD = "--backfill-child"
