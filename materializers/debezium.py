@@ -27,8 +27,10 @@ parsed with a corrupt-record column and such a record is dead-lettered, naming t
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import TYPE_CHECKING, ClassVar
 
 from cdc.values import DEFAULT_UNAVAILABLE_PLACEHOLDER
@@ -224,10 +226,14 @@ class Decoder:
         }
         # No lambdas (filter/map_filter): Spark interprets them row by row, which cost a fifth of the
         # decoding. array_except drops the nulls; a null in set_fields means "not set" (changes.py).
-        keep = F.array_except(
-            F.array(*[F.when(unavailable[c], F.lit(c)) for c in data_columns]).cast("array<string>"),
-            F.array(F.lit(None).cast("string")),
-        )
+        # It builds a hash set per row, so only a change that carries a placeholder goes through it.
+        keep = F.when(
+            reduce(operator.or_, unavailable.values()),
+            F.array_except(
+                F.array(*[F.when(unavailable[c], F.lit(c)) for c in data_columns]).cast("array<string>"),
+                F.array(F.lit(None).cast("string")),
+            ),
+        ).otherwise(F.array().cast("array<string>"))
         fields = F.map_from_arrays(
             F.array(*[F.lit(c) for c in data_columns]),
             F.array(*[carried[c].cast("string") for c in data_columns]),
