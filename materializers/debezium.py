@@ -148,11 +148,11 @@ class Decoder:
     Knowing writer schemas, it reads Avro records only until it meets a JSON one (a topic whose
     connector moved from JSON to Avro): `from_json` has no generated code, so a JSON reader in the
     query split its whole-stage code in two, an interpreted projection between them copying every
-    row (a 2M-record Avro backfill decoded 10 % faster without it). Until then a JSON record (key or
-    value without the wire header) is an error row with `schema_id` `event_shape.UNFRAMED_ID`, which
-    the job learns from as from a new writer schema (`meet_json`): it decodes such records again and
-    restarts its query reading both. `json_before_met` reads JSON from the start (a query that is
-    never rebuilt: the aggregate job's).
+    row (without it, a live batch at 2k rows/s decoded in 67-73 ms, not 87-88). Until then a JSON
+    record (key or value without the wire header) is an error row with `schema_id`
+    `event_shape.UNFRAMED_ID`, which the job learns from as from a new writer schema (`meet_json`):
+    it decodes such records again and restarts its query reading both. `json_before_met` reads JSON
+    from the start (a query that is never rebuilt: the aggregate job's).
     """
 
     # Debezium's context headers (connector name, task, run id) carry nothing the decode reads.
