@@ -186,6 +186,11 @@ class Decoder:
         """Whether the decode built last reads JSON records."""
         return any(json for _, json in self._built)
 
+    @property
+    def json_met(self) -> bool:
+        """Whether `meet_json` was called: a decode built from now on reads JSON records."""
+        return self._json_met
+
     def meet_json(self) -> None:
         """Read JSON records from now on (the job met one: `event_shape.UNFRAMED_ID`)."""
         self._json_met = True
@@ -228,7 +233,7 @@ class Decoder:
         # decoding. array_except drops the nulls; a null in set_fields means "not set" (changes.py).
         # It builds a hash set per row, so only a change that carries a placeholder goes through it.
         keep = F.when(
-            reduce(operator.or_, unavailable.values()),
+            reduce(operator.or_, unavailable.values(), F.lit(False)),
             F.array_except(
                 F.array(*[F.when(unavailable[c], F.lit(c)) for c in data_columns]).cast("array<string>"),
                 F.array(F.lit(None).cast("string")),

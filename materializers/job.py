@@ -235,7 +235,6 @@ class Job:
         # A decoder that reads JSON only once the job met a JSON record (debezium.Decoder) is told so.
         self._meet_json: Callable[[], None] | None = getattr(self.decode, "meet_json", None)
         self._query_json = True  # whether the running query's decode reads JSON records
-        self._json_learnt = False  # since the running query started (which reads Avro only)
         self.app_id = ""
         self.streamed: frozenset[int] = frozenset()  # the writer schemas the running query decodes with
         self.task_records = 0  # records the running query's tasks read at most (split_reads; 0: a partition)
@@ -307,7 +306,8 @@ class Job:
         """Whether the job knows writer schemas the running query does not decode with, or met JSON
         records where the query reads Avro only: such records are read and decoded twice in every
         batch (`_decoded_again`) until `restart`."""
-        return self._json_learnt or not set(self.schemas.known()) <= self.streamed
+        json_met = not self._query_json and getattr(self.decode, "json_met", False)
+        return json_met or not set(self.schemas.known()) <= self.streamed
 
     def restart(self, *, available_now: bool = False) -> StreamingQuery:
         """Start the query again, decoding with every writer schema known now (and JSON, once met);
@@ -334,8 +334,7 @@ class Job:
             split=self.task_records,
         )
         decoded = self.decode(raw, schemas)
-        self.streamed, self._json_learnt = frozenset(schemas.known()), False
-        self._query_json = getattr(self.decode, "reads_json", True)
+        self.streamed, self._query_json = frozenset(schemas.known()), self._decode_reads_json()
         writer = (
             self._kept(decoded)
             .writeStream.queryName(f"{self.plan.spec.name}-{self.app_id[-8:]}")
@@ -429,8 +428,11 @@ class Job:
         meet = self._meet_json if UNFRAMED_ID in wanted and not json_read else None
         if meet is not None:
             meet()
-            self._json_learnt = True
         return self.schemas.learn(sorted(wanted - {UNFRAMED_ID})) or meet is not None
+
+    def _decode_reads_json(self) -> bool:
+        """Whether the decode built last reads JSON records (a decoder that does not say does)."""
+        return bool(getattr(self.decode, "reads_json", True))
 
     def _decoded_again(self, decoded: DataFrame) -> DataFrame:
         """`decoded` with its error rows read again from Kafka and decoded with every writer schema
@@ -580,7 +582,7 @@ class Job:
             if not self._learn(schema_ids(refused), json_read=json_read):
                 break
             decoded = self._kept(self.decode(refused, self.schemas)).drop("schema_id")
-            json_read = getattr(self.decode, "reads_json", True)
+            json_read = self._decode_reads_json()
         self._dead_letter_rejects(rejects)
         self._failpoint("after-views", batch_id)
 
