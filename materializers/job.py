@@ -324,7 +324,10 @@ class Job:
             self.spark.sparkContext.master or "",
             collects=bool(small) and any(view.collects(small) for view in self.views),
         )
-        self.task_records = split_reads(cap, small, self.views, self.spark.sparkContext.defaultParallelism)
+        context = self.spark.sparkContext
+        self.task_records = split_reads(
+            cap, small, self.views, context.defaultParallelism, local=is_local(context.master or "")
+        )
         raw = source_stream(
             self.spark,
             self.plan,
@@ -716,22 +719,33 @@ def source_stream(
     return reader.options(**options).load()
 
 
-def split_reads(cap: int, small_batch_rows: int, views: Sequence[View], parallelism: int) -> int:
+def split_reads(
+    cap: int, small_batch_rows: int, views: Sequence[View], parallelism: int, *, local: bool = True
+) -> int:
     """Records a Spark task reads at most, where a Kafka partition's share of a batch is split over
     several tasks (0: a task per partition; pure).
 
     A CDC topic is often a single partition (Debezium's default: a table's changes in order), so a
     batch was read and decoded by one task while the other cores idled: a 190k-record Avro batch took
-    4.8 s to reach the driver, 3.5 s split in two on local[2] (bench/results/history.md). A full batch
-    (`cap` records) is split over `parallelism` tasks; a live batch far smaller keeps one task per
-    partition. Each task reads a consecutive offset range, and a collected batch keeps offset order.
-    The executors' own writes rely on one task holding an entity's changes in order (the cache's and
-    OpenSearch's fill of an unchanged TOAST value from the stored one), so the reads split only where
-    every batch the query plans (at most `cap` records) is applied whole from the driver; a batch
-    planned larger anyway (a checkpoint's batch from a run with other bounds, a new partition) is
-    sorted per entity first (`Job._ordered`). `parallelism`: Spark's default parallelism, the
-    cluster's task slots."""
-    if parallelism < 2 or not cap or cap > small_batch_rows:
+    4.8 s to reach the driver, 3.5 s split in two on local[2] (bench/results/history.md). Each task
+    reads a consecutive offset range, and a collected batch keeps offset order. The executors' own
+    writes rely on one task holding an entity's changes in order (the cache's and OpenSearch's fill of
+    an unchanged TOAST value from the stored one), so a split batch the executors apply is sorted per
+    entity first (`Job._ordered`: a shuffle).
+
+    A `local` master splits a full batch (`cap` records) over `parallelism` tasks only where every
+    batch the query plans is applied whole from the driver: there the executors' threads are the
+    driver's cores, and a shuffle would cost what the split gains; a batch planned larger anyway (a
+    checkpoint's batch from a run with other bounds, a new partition) is sorted. A cluster's master
+    takes every record available in a batch, so a backfill read by one task left every other
+    executor idle: there a task reads at most a driver-sized batch's share of the cluster's slots,
+    and a larger batch spreads over all of them, sorted per entity. A live batch far smaller keeps one
+    task per partition either way. `parallelism`: Spark's default parallelism, the task slots."""
+    if parallelism < 2:
+        return 0
+    if not local:
+        return -(-small_batch_rows // parallelism) if small_batch_rows else 0
+    if not cap or cap > small_batch_rows:
         return 0
     return -(-cap // parallelism) if all(view.in_driver(cap) for view in views) else 0
 

@@ -23,7 +23,9 @@ from materializers.verify import verify
 from shop.products import TABLE_DDL
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration]
-ROWS = 20_000  # the snapshot: a first batch long enough to lose a worker in the middle of it
+# The snapshot: a first batch long enough to lose a worker in the middle of it, and larger than a
+# cluster driver's batch (50,000 records), so the executors apply it, its reads split over every slot.
+ROWS = 100_000
 WORKERS = ("spark-worker", "spark-worker-2")
 
 

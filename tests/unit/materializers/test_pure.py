@@ -226,3 +226,15 @@ def test_a_full_batch_is_read_by_every_task_slot_only_where_the_driver_applies_i
     assert split_reads(60_000, 50_000, views[:1], 8) == 0  # larger than the driver's path takes
     assert split_reads(0, 50_000, views[:1], 8) == 0  # no cap: a batch of any size
     assert split_reads(10_000, 50_000, views, 1) == 0  # one task slot: nothing to split for
+
+
+def test_a_cluster_spreads_a_batch_larger_than_a_driver_sized_share_over_its_slots() -> None:
+    from materializers.job import split_reads
+
+    # A cluster's batch takes all that is available: every 12,500 records (a 50,000-record batch's
+    # share of 4 slots) are a task of their own, whatever the views; a live batch stays one task.
+    assert split_reads(0, 50_000, [], 4, local=False) == 12_500
+    assert split_reads(0, 50_001, [], 4, local=False) == 12_501
+    assert split_reads(200_000, 50_000, [], 4, local=False) == 12_500  # a user's cap changes no grain
+    assert split_reads(0, 50_000, [], 1, local=False) == 0  # one slot
+    assert split_reads(0, 0, [], 4, local=False) == 0  # --small-batch-rows 0: the bound is not known
