@@ -40,6 +40,17 @@ def test_jars_come_from_the_located_files_and_partitions_follow_the_master(spark
     assert [spark.conf.get(key) for key in SIZED_BY_PARALLELISM] == ["2", "2"]
 
 
+def test_a_driver_sized_collect_comes_back_whole_as_direct_task_results(spark: Any) -> None:
+    """Each task's Arrow result (~24 MB here, past Spark's 1 MiB default) reaches the driver as a
+    direct result on a local master, not through the block manager, and every row is there."""
+    assert spark.sparkContext.getConf().get("spark.task.maxDirectResultSize") == "128m"
+    rows = 200_000
+    table = spark.range(0, rows, 1, 2).selectExpr("id", "repeat('x', 100) || id AS text").toArrow()
+    assert table.num_rows == rows and table.nbytes > 2 * 10 * 1024 * 1024
+    assert sorted(table.column("id").to_pylist()) == list(range(rows))
+    assert table.column("text")[rows - 1].as_py() == "x" * 100 + str(rows - 1)
+
+
 def test_checkpoints_are_written_by_the_file_system_manager_and_resume(spark: Any, tmp_path: Path) -> None:
     """The manager Spark resolves for a checkpoint path is the FileSystem-based one (Hadoop's
     FileContext forks 20 processes per micro-batch on a local disk), and a query's checkpoint written

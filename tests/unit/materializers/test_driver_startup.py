@@ -96,3 +96,11 @@ def test_huge_generated_methods_are_compiled_in_the_driver_and_stopped_at_the_li
         == cluster["spark.sql.codegen.maxFields"]
         == "1000"
     )
+
+
+def test_a_local_driver_takes_its_tasks_results_directly_and_a_cluster_keeps_sparks_bound() -> None:
+    from materializers.spark_session import context_defaults
+
+    assert context_defaults("local[2]") == {"spark.task.maxDirectResultSize": "128m"}
+    assert context_defaults("local[*]") == context_defaults("local")
+    assert context_defaults("spark://master:7077") == {}
