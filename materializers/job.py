@@ -720,7 +720,7 @@ def source_stream(
 
 
 def split_reads(
-    cap: int, small_batch_rows: int, views: Sequence[View], parallelism: int, *, local: bool = True
+    cap: int, small_batch_rows: int, views: Sequence[View], parallelism: int, *, local: bool
 ) -> int:
     """Records a Spark task reads at most, where a Kafka partition's share of a batch is split over
     several tasks (0: a task per partition; pure).

@@ -41,8 +41,8 @@ def test_jars_come_from_the_located_files_and_partitions_follow_the_master(spark
 
 
 def test_a_driver_sized_collect_comes_back_whole_as_direct_task_results(spark: Any) -> None:
-    """Each task's Arrow result (~24 MB here, past Spark's 1 MiB default) reaches the driver as a
-    direct result on a local master, not through the block manager, and every row is there."""
+    """A local session sends task results up to 128m directly (Spark's default, 1 MiB, sends larger
+    ones through the block manager), and a collect of ~24 MB per task comes back whole."""
     assert spark.sparkContext.getConf().get("spark.task.maxDirectResultSize") == "128m"
     rows = 200_000
     table = spark.range(0, rows, 1, 2).selectExpr("id", "repeat('x', 100) || id AS text").toArrow()

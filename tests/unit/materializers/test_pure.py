@@ -209,6 +209,7 @@ def test_a_local_master_caps_a_batch_at_what_the_driver_applies_whole() -> None:
 
 def test_a_full_batch_is_read_by_every_task_slot_only_where_the_driver_applies_it_whole() -> None:
     from dataclasses import dataclass
+    from functools import partial
 
     from materializers.job import split_reads
 
@@ -220,12 +221,13 @@ def test_a_full_batch_is_read_by_every_task_slot_only_where_the_driver_applies_i
             return rows <= self.rows
 
     views = [Bounded(50_000), Bounded(10_000)]
-    assert split_reads(10_000, 50_000, views, 8) == 1_250  # every planned batch goes to the driver
-    assert split_reads(10_001, 50_000, views[:1], 2) == 5_001  # a full batch: one task per slot
-    assert split_reads(20_000, 50_000, views, 8) == 0  # one view writes such a batch from the executors
-    assert split_reads(60_000, 50_000, views[:1], 8) == 0  # larger than the driver's path takes
-    assert split_reads(0, 50_000, views[:1], 8) == 0  # no cap: a batch of any size
-    assert split_reads(10_000, 50_000, views, 1) == 0  # one task slot: nothing to split for
+    local = partial(split_reads, local=True)
+    assert local(10_000, 50_000, views, 8) == 1_250  # every planned batch goes to the driver
+    assert local(10_001, 50_000, views[:1], 2) == 5_001  # a full batch: one task per slot
+    assert local(20_000, 50_000, views, 8) == 0  # one view writes such a batch from the executors
+    assert local(60_000, 50_000, views[:1], 8) == 0  # larger than the driver's path takes
+    assert local(0, 50_000, views[:1], 8) == 0  # no cap: a batch of any size
+    assert local(10_000, 50_000, views, 1) == 0  # one task slot: nothing to split for
 
 
 def test_a_cluster_spreads_a_batch_larger_than_a_driver_sized_share_over_its_slots() -> None:
