@@ -698,7 +698,7 @@ BACKFILLS: dict[str, Callable[[Where, SparkSession, str, str], dict[str, Any]]] 
 }
 
 
-def backfill_in_new_driver(where: Where, who: str, fmt: str, topic: str, round_: int = 0) -> dict[str, Any]:
+def backfill_in_new_driver(where: Where, who: str, fmt: str, topic: str, round_: int) -> dict[str, Any]:
     """One backfill (`who`: ours or the peer) in a driver process of its own, as a user starts either
     job: each on a JVM of its own, cold. In one shared JVM the job run second found the JIT warmed by
     the first (Kafka source, Avro, Arrow, Spark's planner compiled): the peer run after ours backfilled

@@ -317,16 +317,16 @@ class Job:
     def _query(self, available_now: bool) -> StreamingQuery:
         assert self._start is not None, "start() first"
         schemas = self.schemas.trusting_cache()
-        small = self.small_batch_rows
+        small, context = self.small_batch_rows, self.spark.sparkContext
+        master = context.master or ""
         cap = batch_cap(
             self.plan.config.max_offsets_per_trigger,
             small,
-            self.spark.sparkContext.master or "",
+            master,
             collects=bool(small) and any(view.collects(small) for view in self.views),
         )
-        context = self.spark.sparkContext
         self.task_records = split_reads(
-            cap, small, self.views, context.defaultParallelism, local=is_local(context.master or "")
+            cap, small, self.views, context.defaultParallelism, local=is_local(master)
         )
         raw = source_stream(
             self.spark,
@@ -365,15 +365,17 @@ class Job:
                 after a crash, which is what the views' idempotence keys on.
         """
         timed = self.clock.timed
-        if self._small(batch_id):
+        planned = checkpoint.planned_records(self.plan.checkpoint, batch_id)
+        if self._small(planned):
             self._in_driver(batch, batch_id)
             return
+        sort = sorted_first(planned, self.task_records, sequential=self.plan.spec.sequential)
         # A view that is the job's only reader decodes and applies in ONE Spark job, nothing
         # persisted (persisting the decoded batch and reading it again cost the cache and the search
         # index much of their batch time); undecodable records come back beside the changes.
         if len(self.views) == 1 and self.views[0].single_pass:
             self._failpoint("before-views", batch_id)
-            self._single_pass(batch, batch_id)
+            self._single_pass(batch, batch_id, sort)
             self._compact(batch.sparkSession, batch_id, None)
             return
         # Persisted once decoded: every step below reads the decoded rows, none decodes again.
@@ -386,8 +388,8 @@ class Job:
                     self._dead_letter(self._with_bytes(errors), failed)
             if rows > failed:
                 self._failpoint("before-views", batch_id)
-                changes = self._ordered(changes)
-                changes = changes.persist() if self._sorts else changes
+                changes = self._ordered(changes, sort)
+                changes = changes.persist() if sort else changes
                 try:
                     self._frames(changes, batch, batch_id, rows - failed)
                 finally:
@@ -460,12 +462,12 @@ class Job:
         raw = reader.options(**positions.spark_range_options(bounds)).load()
         return raw.join(coordinates, list(COORDINATES), "left_semi")
 
-    def _small(self, batch_id: int) -> bool:
-        """Whether the batch is small enough to apply whole from the driver (see `_in_driver`)."""
-        bound = checkpoint.planned_records(self.plan.checkpoint, batch_id)
-        if bound is None or bound > self.small_batch_rows:
+    def _small(self, planned: int | None) -> bool:
+        """Whether a batch of at most `planned` records (None: not known) is small enough to apply
+        whole from the driver (see `_in_driver`)."""
+        if planned is None or planned > self.small_batch_rows:
             return False
-        return all(view.in_driver(bound) for view in self.views)
+        return all(view.in_driver(planned) for view in self.views)
 
     def _reads(self, *columns: str) -> bool:
         """Whether any view reads one of `columns`."""
@@ -527,16 +529,9 @@ class Job:
             [table.filter(pc.invert(failed)), again.select(table.column_names).cast(table.schema)]
         )
 
-    @property
-    def _sorts(self) -> bool:
-        """Whether a batch the executors apply is sorted per entity first (`_ordered`)."""
-        return self.plan.spec.sequential or bool(self.task_records)
-
-    def _ordered(self, changes: DataFrame) -> DataFrame:
-        # A fold's patches apply in version order: one task per stream, sorted. CDC upserts commute
-        # where each entity's changes sit in one task in offset order, as Kafka's partitions hold
-        # them; a query that splits them (split_reads) sorts a batch the driver does not apply.
-        if not self._sorts:
+    @staticmethod
+    def _ordered(changes: DataFrame, sort: bool) -> DataFrame:
+        if not sort:
             return changes
         return changes.repartition("entity").sortWithinPartitions("entity", "position")
 
@@ -566,7 +561,7 @@ class Job:
         self._dead_letter_rejects(rejects)
         self._failpoint("after-views", batch_id)
 
-    def _single_pass(self, batch: DataFrame, batch_id: int) -> None:
+    def _single_pass(self, batch: DataFrame, batch_id: int, sort: bool) -> None:
         """The one-pass path: the decoded batch applied as it comes, and only if records were refused,
         their raw records read back (a small job over the refused ones) for their schema ids. One not
         asked for before makes those records decode and apply again knowing it: the view is
@@ -575,7 +570,7 @@ class Job:
         while True:
             batches = {
                 v.name: FrameBatch(spark=batch.sparkSession, app_id=self.app_id, batch_id=batch_id,
-                                   changes=self._ordered(decoded), rows=None)
+                                   changes=self._ordered(decoded, sort), rows=None)
                 for v in self.views
             }  # fmt: skip
             rejects = self._apply_all(batch_id, batches, Job._frame)
@@ -717,6 +712,18 @@ def source_stream(
     if split:
         reader = reader.option("maxRecordsPerPartition", str(split))
     return reader.options(**options).load()
+
+
+def sorted_first(planned: int | None, task_records: int, *, sequential: bool) -> bool:
+    """Whether a batch of at most `planned` records (None: not known) that the executors apply is
+    sorted per entity first (`Job._ordered`; pure). A fold's (`sequential`) patches apply in version
+    order: one task per stream, sorted. CDC upserts commute where each entity's changes sit in one
+    task in offset order, as Kafka's partitions hold them: a batch the query may have split (more
+    records than a task reads, `task_records` from `split_reads`) is sorted, one within a task's
+    share is not (a live batch on the executors' path pays no shuffle)."""
+    if sequential:
+        return True
+    return bool(task_records) and (planned is None or planned > task_records)
 
 
 def split_reads(

@@ -240,3 +240,13 @@ def test_a_cluster_spreads_a_batch_larger_than_a_driver_sized_share_over_its_slo
     assert split_reads(200_000, 50_000, [], 4, local=False) == 12_500  # a user's cap changes no grain
     assert split_reads(0, 50_000, [], 1, local=False) == 0  # one slot
     assert split_reads(0, 0, [], 4, local=False) == 0  # --small-batch-rows 0: the bound is not known
+
+
+def test_a_batch_the_executors_apply_is_sorted_per_entity_only_where_its_reads_may_have_split() -> None:
+    from materializers.job import sorted_first
+
+    assert sorted_first(60_000, 25_000, sequential=False)  # more than a task reads: split
+    assert sorted_first(None, 25_000, sequential=False)  # its size not known
+    assert not sorted_first(25_000, 25_000, sequential=False)  # one task's share: offset order kept
+    assert not sorted_first(None, 0, sequential=False)  # the query splits nothing
+    assert sorted_first(10, 0, sequential=True)  # a fold's patches always apply in version order
