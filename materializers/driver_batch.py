@@ -10,9 +10,10 @@ driver's Python peaked at 2.1 GB there; bench/results/history.md). A quarter of 
 (383k records there) ran a job with the cache out of the 1 GiB heap.
 
 `auto` (the default of `--small-batch-rows` and `--warehouse-driver-rows`): on a local master, as many
-records as fit an eighth of the driver's memory (`spark.driver.memory`: a collected batch passes
-through the driver JVM's heap several times: the tasks' Arrow batches, their serialized results, the
-copy the driver receives) and half of `spark.driver.maxResultSize` (a collect past it fails),
+records as fit an eighth of the driver's heap (`spark.driver.memory`, by default a quarter of the
+host's memory on a local master, `spark_session.local_heap`: a collected batch passes through the
+driver JVM's heap several times: the tasks' Arrow batches, their serialized results, the copy the
+driver receives) and half of `spark.driver.maxResultSize` (a collect past it fails),
 each counted at its key and value bytes on the broker (the mean of the newest records of each
 partition) plus ROW_OVERHEAD for what a decoded row adds (position, Kafka coordinates, topic name);
 never fewer than DRIVER_ROWS. Record bytes over-count a decoded row (Debezium's envelope carries
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from materializers.config import DRIVER_ROWS, RunConfig, is_local
 from materializers.errors import SourceUnavailable
+from materializers.spark_session import driver_heap
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
@@ -81,15 +83,14 @@ def sized(config: RunConfig, topic: str, spark: SparkSession, *, warehouse_only:
 
 
 def budget(spark: SparkSession) -> int:
-    """`budget_of` this driver's `spark.driver.memory` and `spark.driver.maxResultSize` (default 1g
-    each), read as Spark reads them."""
-    conf = spark.sparkContext.getConf()
+    """`budget_of` this driver's heap (as its JVM reports it: `spark.driver.memory`, whose default on
+    a local master follows the host, `spark_session.local_heap`) and `spark.driver.maxResultSize`
+    (default 1g), read as Spark reads it."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    as_bytes = jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes
+    max_result = spark.sparkContext.getConf().get("spark.driver.maxResultSize", "1g") or "1g"
     return budget_of(
-        int(as_bytes(conf.get("spark.driver.memory", "1g") or "1g")),
-        int(as_bytes(conf.get("spark.driver.maxResultSize", "1g") or "1g")),
+        driver_heap(spark), int(jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(max_result))
     )
 
 

@@ -71,7 +71,9 @@ def start_plans(plans: Sequence[JobPlan], begin: StartPosition, *, available_now
     spark = spark_session.build(plans[0].config.master, f"materializer-{names}", jit=jit)
     started = [
         timeline.event("process", timeline.process_started_at()),
-        timeline.event("session", time.time(), jit=jit, backlog=behind),
+        timeline.event(
+            "session", time.time(), jit=jit, backlog=behind, heap=spark_session.driver_heap(spark)
+        ),
     ]
     for plan in plans:
         timeline.append(plan.job_dir, started)

@@ -13,7 +13,8 @@ Spark host finds its jars the same way.
 
 Partitions follow the master: Spark's own `spark.default.parallelism` (the cores of `local[N]`, or of
 the cluster's executors) also sets the shuffle and Delta snapshot partitions, unless your Spark
-configuration (`spark-defaults.conf` under SPARK_CONF_DIR, or `spark.*` settings) sets them. The
+configuration (`spark-defaults.conf` under SPARK_CONF_DIR, or `spark.*` settings) sets them. So does
+the heap: a local driver's follows the host (`local_heap`), unless `spark.driver.memory` is set. The
 state store of stateful queries is RocksDB with changelog checkpointing, not counting its rows
 (`STATE_STORE`), and a checkpoint's files are written by Spark's FileSystem-based manager
 (`CHECKPOINT_FILES`), unless that configuration says otherwise.
@@ -36,7 +37,8 @@ import shutil
 import socket
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -121,6 +123,21 @@ CHECKPOINT_FILES = {
 # the driver 15.1 -> 14.1 s. A cluster's executors keep the default: there a direct result is an RPC
 # message on the driver's one endpoint, beside heartbeats and task status.
 LOCAL_CONTEXT = {"spark.task.maxDirectResultSize": "128m"}
+# Spark's launcher gives a driver 1 GiB of heap (`spark.driver.memory`) whatever the host has. On a
+# local master that JVM is the whole application, tasks included, and a warehouse backfill's driver
+# batches are sized by its heap (`driver_batch`): a 2M-change Avro backfill on `local[2]` took 11
+# batches of 191k records in 1 GiB, 3 of 766k in 6 GiB (the JVM ~2.8-4.4 GB resident, the driver's
+# Python 2.4-2.9 GB at its peak, 1.3 GB before). Scratch runs, one driver each: 1 GiB and Spark's JIT
+# 25.0-26.2 s (median 25.7 of 7), 1 GiB with FULL_JIT_THRESHOLDS 23.1-24.6 (23.8 of 4), 3-6 GiB with
+# them 20.7-26.6 (22.9 of 18; 383k-766k-record batches alike within the noise). So a local driver's
+# heap follows the host as a JVM's own default does:
+# a quarter of the memory the host, or the container (cgroup) it runs in, has; never less than Spark's
+# 1 GiB. It is a default the launcher reads last (SPARK_DRIVER_MEMORY): `spark.driver.memory` in
+# spark-defaults.conf or a --conf, --driver-memory, or the variable itself win. A cluster's driver
+# keeps Spark's: its batches stay small (larger ones run on the executors).
+ENV_DRIVER_MEMORY = "SPARK_DRIVER_MEMORY"
+LOCAL_HEAP_SHARE = 4  # the JVM's own default (MaxRAMPercentage=25)
+SPARK_DRIVER_HEAP_MIB = 1024
 ENV_SPARK_JARS = "MATERIALIZERS_SPARK_JARS"
 SCALA = "2.13"  # the only Scala pyspark 4 is built for
 KAFKA_SOURCE = "spark-sql-kafka-0-10"
@@ -264,7 +281,21 @@ ENV_DRIVER_JIT = "MATERIALIZERS_DRIVER_JIT"
 # C1 alone also shrinks the JVM's code cache to a fifth (48 MB, not 240): a driver running for minutes
 # filled it with the compiled code of Spark's generated classes, and the JVM stopped compiling ("CodeCache
 # is full. Compiler has been disabled": new code interpreted from then on), so quick keeps the full size.
-DRIVER_JIT = {"quick": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m", "full": ""}
+#
+# The full JIT compiles with C2 whatever runs hot, and on a backfill's cold JVM much of that is the
+# code of its start and of each batch's planning: class loading, tasks' Java serialization, the SQL
+# parser, ASM's closure cleaning, Janino (a JFR recording of a 2M-change Avro warehouse backfill on
+# `local[2]`: 239 C2 compiles of 20 ms or more, 14.8 s, the Kafka fetch, the decode stage and Arrow a
+# fraction of them; C2's threads took 13.2-14.3 s of CPU in a ~26 s run). C2 thresholds ten times the
+# JVM's still reach the per-record code within the first ~50k records and leave the per-batch and
+# per-task code at C1: C2's CPU 5.8-5.9 s, the run 25.0 / 26.1 / 26.2 / 25.7 -> 23.5 / 24.2 / 23.1 /
+# 24.6 s (alternating, scratch). Forty times the JVM's: C2 3 s, but 24.7 / 25.9 s (the record loop
+# ran longer in C1's profiling tier). bench/results/materializers-driver-jit.md.
+FULL_JIT_THRESHOLDS = (
+    "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
+    "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
+)
+DRIVER_JIT = {"quick": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m", "full": FULL_JIT_THRESHOLDS}
 FULL_JIT_BACKLOG = 500_000
 
 
@@ -328,13 +359,97 @@ def build(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in {**CONF, **context_defaults(master)}.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    heap = local_heap(host_memory()) if is_local(master) else None
+    with _launch_default(ENV_DRIVER_MEMORY, heap):
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     size_by_parallelism(session)
     for key, value in session_defaults(master).items():
         if not session.sparkContext.getConf().contains(key):  # spark-defaults.conf or spark.* wins
             session.conf.set(key, value)
     return session
+
+
+def local_heap(memory: int | None) -> str:
+    """The default `spark.driver.memory` of a local driver on a host (or container) with `memory`
+    bytes (None: not known), pure: a LOCAL_HEAP_SHARE of it, at least Spark's own default."""
+    share = 0 if memory is None else (memory // LOCAL_HEAP_SHARE) >> 20
+    return f"{max(SPARK_DRIVER_HEAP_MIB, share)}m"
+
+
+def host_memory() -> int | None:
+    """The bytes of memory this process may use: the host's, or its cgroup's limit where lower (None:
+    neither is known)."""
+    try:
+        physical: int | None = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not a POSIX host
+        physical = None
+    known = [m for m in (physical, cgroup_limit()) if m is not None]
+    return min(known) if known else None
+
+
+def cgroup_limit(
+    root: Path = Path("/sys/fs/cgroup"), membership: Path = Path("/proc/self/cgroup")
+) -> int | None:
+    """The memory limit of this process's cgroup (None: none, or it cannot be read)."""
+    try:
+        files = limit_files(membership.read_text(encoding="utf-8"), root)
+    except OSError:
+        return None
+    for file in files:
+        try:
+            return memory_limit(file.read_text(encoding="utf-8"))
+        except OSError:
+            continue
+    return None
+
+
+def limit_files(membership: str, root: Path) -> list[Path]:
+    """Where the memory limit of a process with `membership` (its /proc/self/cgroup) is, first that
+    exists applies (pure): its own cgroup's (v2 `memory.max`, v1 `memory.limit_in_bytes`), then the
+    hierarchy root's (inside a container, its own cgroup is the root it sees)."""
+    files: list[Path] = []
+    for line in membership.splitlines():
+        fields = line.split(":", 2)
+        if len(fields) != 3:
+            continue
+        _, controllers, path = fields
+        if controllers == "":
+            files += [root / path.lstrip("/") / "memory.max", root / "memory.max"]
+        elif "memory" in controllers.split(","):
+            files += [root / "memory" / path.lstrip("/") / "memory.limit_in_bytes"]
+            files += [root / "memory" / "memory.limit_in_bytes"]
+    return files
+
+
+def memory_limit(text: str) -> int | None:
+    """A cgroup memory limit file's value in bytes (pure); None for none: `max`, or v1's unlimited (a
+    number near 2**63)."""
+    value = text.strip()
+    if not value.isdigit() or int(value) >= 1 << 62:
+        return None
+    return int(value)
+
+
+@contextmanager
+def _launch_default(name: str, value: str | None) -> Iterator[None]:
+    """The environment variable `name` set to `value` while the block runs (Spark's launcher reads it
+    then), unless it is set already or `value` is None."""
+    if value is None or name in os.environ:
+        yield
+        return
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
+
+
+def driver_heap(spark: SparkSession) -> int:
+    """The bytes of heap the driver's JVM may take (its -Xmx, as the JVM reports it)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return int(jvm.java.lang.Runtime.getRuntime().maxMemory())
 
 
 def context_defaults(master: str) -> dict[str, str]:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kafkakit.clients import make_producer
-from materializers import driver_batch
+from materializers import driver_batch, spark_session
 from materializers.config import DRIVER_ROWS
 from materializers.job import Job, JobPlan, batch_cap
 from shop.products import PRODUCTS
@@ -37,10 +37,12 @@ def test_auto_sizes_the_bound_from_the_newest_records_and_the_driver_memory(
     produce(producer, topic, [5_000] * 10 + [1_000] * driver_batch.SAMPLE)  # older, larger ones left out
     assert sampled(endpoints, topic) == 1_000
     job = Job(spark, JobPlan.of(PRODUCTS, run_config(topic=topic, views="warehouse")))
-    # Spark's defaults: 1 GiB of driver memory (an eighth: 128 MiB), maxResultSize 1 GiB (a half)
-    assert driver_batch.budget(spark) == 1 << 27
-    expected = (1 << 27) // (1_000 + driver_batch.ROW_OVERHEAD)
-    assert expected == 106_861
+    # the session's heap (a quarter of this host's memory: an eighth of it), within maxResultSize's
+    # half (Spark's default 1 GiB)
+    heap = spark_session.driver_heap(spark)
+    assert driver_batch.budget(spark) == min(heap // 8, 1 << 29)
+    expected = driver_batch.budget(spark) // (1_000 + driver_batch.ROW_OVERHEAD)
+    assert expected > 106_861  # what Spark's 1 GiB heap gave
     assert job.small_batch_rows == job.plan.config.warehouse_driver_rows == expected
     assert job.plan.warehouse().driver_rows == expected
     assert batch_cap(0, job.small_batch_rows, spark.sparkContext.master, collects=True) == expected

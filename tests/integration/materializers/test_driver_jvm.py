@@ -1,14 +1,25 @@
 """The driver's JVM runs with the options the session asked for (MATERIALIZERS_DRIVER_JIT), its jars
-where `locate_jars` found them, and partitions sized by the master, not by this machine."""
+where `locate_jars` found them, partitions sized by the master, and a local driver's heap by the host."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from materializers.spark_session import CHECKPOINT_FILES, SIZED_BY_PARALLELISM, locate_jars
+from materializers.spark_session import (
+    CHECKPOINT_FILES,
+    DRIVER_JIT,
+    SIZED_BY_PARALLELISM,
+    driver_heap,
+    host_memory,
+    local_heap,
+    locate_jars,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -29,6 +40,35 @@ def test_the_driver_jvm_compiles_with_c1_only_by_default_in_a_full_size_code_cac
     pools = {str(p.getName()): p for p in jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()}
     code_cache = [p for name, p in pools.items() if name.startswith("CodeHeap") or name == "CodeCache"]
     assert sum(int(p.getUsage().getMax()) for p in code_cache) == 240 * 1024 * 1024
+
+
+def test_the_local_drivers_heap_follows_the_host(spark: Any) -> None:
+    """A quarter of this host's memory (Spark's launcher alone would give 1 GiB), as the JVM reports
+    its own maximum heap: G1 rounds -Xmx up to its region size (at most 32 MiB)."""
+    expected = int(local_heap(host_memory()).removesuffix("m")) << 20
+    assert expected > 1 << 30  # the test machine has more than 4 GiB
+    assert 0 <= driver_heap(spark) - expected < 32 << 20
+
+
+def test_the_full_jits_thresholds_are_flags_the_installed_jvm_takes() -> None:
+    """A JVM refuses to start on a flag it does not know: the driver's `full` options, on `java`."""
+    java = (
+        shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin"))
+        if "JAVA_HOME" in os.environ
+        else None
+    )
+    shown = subprocess.run(
+        [java or "java", *DRIVER_JIT["full"].split(), "-XX:+PrintFlagsFinal", "-version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    final = {
+        line.split()[1]: line.split()[3] for line in shown.splitlines() if "Tier4" in line and "=" in line
+    }
+    assert final["Tier4InvocationThreshold"] == "50000"
+    assert final["Tier4BackEdgeThreshold"] == "400000"
 
 
 def test_jars_come_from_the_located_files_and_partitions_follow_the_master(spark: Any) -> None:

@@ -54,7 +54,13 @@ def test_the_driver_jit_is_full_for_a_driver_far_behind_unless_asked_and_a_bad_v
     from materializers.spark_session import DRIVER_JIT, FULL_JIT_BACKLOG, driver_jit
 
     assert DRIVER_JIT["quick"] == "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-    assert DRIVER_JIT["full"] == ""
+    # C2 for the per-record code only: thresholds ten times the JVM's (5,000 / 600 / 15,000 / 40,000)
+    assert DRIVER_JIT["full"].split() == [
+        "-XX:Tier4InvocationThreshold=50000",
+        "-XX:Tier4MinInvocationThreshold=6000",
+        "-XX:Tier4CompileThreshold=150000",
+        "-XX:Tier4BackEdgeThreshold=400000",
+    ]
     # auto (the default): C2 pays back its compile time over a backfill, not over a restart
     assert driver_jit({}, backlog=FULL_JIT_BACKLOG) == "full"
     assert driver_jit({"MATERIALIZERS_DRIVER_JIT": "auto"}, backlog=2_000_000) == "full"
@@ -104,3 +110,41 @@ def test_a_local_driver_takes_its_tasks_results_directly_and_a_cluster_keeps_spa
     assert context_defaults("local[2]") == {"spark.task.maxDirectResultSize": "128m"}
     assert context_defaults("local[*]") == context_defaults("local")
     assert context_defaults("spark://master:7077") == {}
+
+
+def test_a_local_drivers_heap_is_a_quarter_of_the_hosts_memory_and_never_below_sparks_default() -> None:
+    from materializers.spark_session import local_heap
+
+    gib = 1 << 30
+    assert local_heap(24 * gib) == "6144m"  # the JVM's own default share
+    assert local_heap(25_276_059_648) == "6026m"  # whole MiB, rounded down
+    assert local_heap(2 * gib) == "1024m"  # Spark's 1 GiB stays the floor
+    assert local_heap(None) == "1024m"  # not known: Spark's
+
+
+def test_a_cgroup_limit_is_read_from_the_process_own_group_and_none_means_no_limit(tmp_path: Path) -> None:
+    from materializers.spark_session import cgroup_limit, limit_files, memory_limit
+
+    assert memory_limit("4294967296\n") == 4 << 30
+    assert memory_limit("max\n") is None  # v2: no limit
+    assert memory_limit("9223372036854771712\n") is None  # v1: no limit
+    assert memory_limit("") is None
+    v1 = "4:memory:/pod/abc\n3:cpu,cpuacct:/pod/abc\n0::/\n"
+    assert limit_files(v1, tmp_path)[:2] == [
+        tmp_path / "memory" / "pod" / "abc" / "memory.limit_in_bytes",
+        tmp_path / "memory" / "memory.limit_in_bytes",
+    ]
+    assert limit_files("0::/user.slice/app\n", tmp_path) == [
+        tmp_path / "user.slice" / "app" / "memory.max",
+        tmp_path / "memory.max",
+    ]
+    assert limit_files("garbage\n", tmp_path) == []
+    membership = tmp_path / "cgroup"
+    membership.write_text("0::/app\n", encoding="utf-8")
+    assert cgroup_limit(tmp_path, membership) is None  # no limit file: none known
+    (tmp_path / "memory.max").write_text("max\n", encoding="utf-8")
+    assert cgroup_limit(tmp_path, membership) is None
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "memory.max").write_text("2147483648\n", encoding="utf-8")
+    assert cgroup_limit(tmp_path, membership) == 2 << 30  # its own group's comes first
+    assert cgroup_limit(tmp_path, tmp_path / "missing") is None
