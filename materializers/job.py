@@ -57,7 +57,7 @@ from materializers.event_shape import UNFRAMED_ID
 from materializers.plan import GENERATIONS_DIR as GENERATIONS_DIR
 from materializers.plan import JobPlan as JobPlan
 from materializers.timeline import StepClock
-from materializers.view import FrameBatch, Reject, TableBatch, View, collect, split_refused
+from materializers.view import FrameBatch, Reject, TableBatch, View, collect, event_date, split_refused
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -508,9 +508,7 @@ class Job:
         """Decoded rows as Arrow in the driver: the columns the views read (one Spark job)."""
         from pyspark.sql import functions as F
 
-        derived = (
-            {"event_date": F.to_date("event_ts")} if self._reads("event_date") else {}
-        )  # as Spark's path
+        derived = {"event_date": event_date()} if self._reads("event_date") else {}  # as Spark's path
         columns = [F.col(f"`{c}`") for c in decoded.columns if c not in derived]
         columns += [value.alias(name) for name, value in derived.items()]
         # One projection: each Dataset operation is an analysis of its own (~20 ms of a live batch).

@@ -3,9 +3,9 @@
 Tables under `root`:
 - `current/` (optional): one row per entity, `deleted` kept as a soft flag with its position so an
   older record can never re-insert a deleted entity; readers filter `deleted = false`;
-- `history/`: append-only, one row per (entity, position), partitioned by `event_date`; a data column
-  the source did not send (an unchanged TOAST value, named in the change's `keep_fields`) is null
-  there: "not sent by the source", not "set to null".
+- `history/`: append-only, one row per (entity, position), partitioned by `event_date` (the UTC date
+  of `event_ts`: `view.event_date`); a data column the source did not send (an unchanged TOAST value,
+  named in the change's `keep_fields`) is null there: "not sent by the source", not "set to null".
 Both are created from the driver by delta-rs (`delta_driver.create_table`: the log Spark's CREATE TABLE
 writes, without a cold JVM's seconds before a fresh job's first batch).
 Commit order for a micro-batch (driver; Spark commits the checkpoint only after all of them):
@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from materializers.changes import Newest, latest_per_entity, newest_of, unique_entities
+from materializers.view import event_date
 from materializers.views import delta_driver
 
 if TYPE_CHECKING:
@@ -142,7 +143,7 @@ class DeltaWarehouse:
     ) -> None:
         from pyspark.sql import functions as F
 
-        rows = changes.select(*HISTORY_COLUMNS, *data_columns).withColumn("event_date", F.to_date("event_ts"))
+        rows = changes.select(*HISTORY_COLUMNS, *data_columns).withColumn("event_date", event_date())
         keys = ["entity", "position"]
         fresh = rows if unique else rows.dropDuplicates(keys)
         bounds = batch_bounds(changes)
@@ -174,11 +175,10 @@ class DeltaWarehouse:
     @staticmethod
     def collect(changes: DataFrame, data_columns: tuple[str, ...], extra: tuple[str, ...] = ()) -> pa.Table:
         """The batch as Arrow in the driver: what a write needs, and the `extra` columns."""
-        from pyspark.sql import functions as F
 
         wanted = [*HISTORY_COLUMNS, *data_columns, "keep_fields"]
         return changes.select(
-            *wanted, *[c for c in extra if c not in wanted], F.to_date("event_ts").alias("event_date")
+            *wanted, *[c for c in extra if c not in wanted], event_date().alias("event_date")
         ).toArrow()
 
     def write_collected(
@@ -348,7 +348,7 @@ def batch_bounds(changes: DataFrame) -> Bounds:
 
     found = changes.agg(
         *[f(c) for c in ("entity", "position") for f in (F.min, F.max)],
-        F.collect_set(F.to_date("event_ts")).alias("dates"),
+        F.collect_set(event_date()).alias("dates"),
     ).first()
     return Bounds(*found) if found else Bounds(None, None, None, None, [])
 
