@@ -59,7 +59,7 @@ def test_a_backlog_that_cannot_be_measured_is_unknown_and_fails_nothing(run_conf
 
 
 def test_a_driver_starting_far_behind_takes_the_full_jit_and_says_so_in_its_timeline(
-    topics: Any, producer: Any, run_config: Any, monkeypatch: pytest.MonkeyPatch
+    spark: Any, topics: Any, producer: Any, run_config: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The choice and the backlog it came from, as `materializers start` records them (the test's
     JVM already runs, so its flags stay as they are: test_driver_jvm checks that they take effect)."""
@@ -85,5 +85,6 @@ def test_a_driver_starting_far_behind_takes_the_full_jit_and_says_so_in_its_time
         assert not again.is_alive() and code == [0, 0]
     finally:
         plan.cache().clear()
-    sessions = [(e["jit"], e["backlog"]) for e in timeline.read(plan.job_dir) if e["event"] == "session"]
-    assert sessions == [("full", 6), ("quick", 0)]
+    sessions = [e for e in timeline.read(plan.job_dir) if e["event"] == "session"]
+    assert [(e["jit"], e["backlog"]) for e in sessions] == [("full", 6), ("quick", 0)]
+    assert [e["heap"] for e in sessions] == [spark_session.driver_heap(spark)] * 2  # the session's JVM
