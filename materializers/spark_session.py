@@ -130,9 +130,9 @@ LOCAL_CONTEXT = {"spark.task.maxDirectResultSize": "128m"}
 # Python 2.4-2.9 GB at its peak, 1.3 GB before). Scratch runs, one driver each: 1 GiB and Spark's JIT
 # 25.0-26.2 s (median 25.7 of 7), 1 GiB with FULL_JIT_THRESHOLDS 23.1-24.6 (23.8 of 4), 3-6 GiB with
 # them 20.7-26.6 (22.9 of 18; 383k-766k-record batches alike within the noise). So a local driver's
-# heap follows the host as a JVM's own default does:
-# a quarter of the memory the host, or the container (cgroup) it runs in, has; never less than Spark's
-# 1 GiB. It is a default the launcher reads last (SPARK_DRIVER_MEMORY): `spark.driver.memory` in
+# heap follows the host as a JVM's own default does: a quarter of the memory the host, or the
+# container (cgroup) it runs in, has; never less than Spark's 1 GiB. It is a default the launcher
+# reads last (SPARK_DRIVER_MEMORY): `spark.driver.memory` in
 # spark-defaults.conf or a --conf, --driver-memory, or the variable itself win. A cluster's driver
 # keeps Spark's: its batches stay small (larger ones run on the executors).
 ENV_DRIVER_MEMORY = "SPARK_DRIVER_MEMORY"
