@@ -37,8 +37,8 @@ def test_auto_sizes_the_bound_from_the_newest_records_and_the_driver_memory(
     produce(producer, topic, [5_000] * 10 + [1_000] * driver_batch.SAMPLE)  # older, larger ones left out
     assert sampled(endpoints, topic) == 1_000
     job = Job(spark, JobPlan.of(PRODUCTS, run_config(topic=topic, views="warehouse")))
-    # the session's heap (a quarter of this host's memory: an eighth of it), within maxResultSize's
-    # half (Spark's default 1 GiB)
+    # an eighth of the session's heap (a quarter of this host's memory), at most half of
+    # maxResultSize (Spark's default 1 GiB)
     heap = spark_session.driver_heap(spark)
     assert driver_batch.budget(spark) == min(heap // 8, 1 << 29)
     expected = driver_batch.budget(spark) // (1_000 + driver_batch.ROW_OVERHEAD)
