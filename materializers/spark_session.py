@@ -213,6 +213,13 @@ def _named_jars(given: str) -> tuple[str, ...]:
 ENV_JVM_CACHE = "MATERIALIZERS_JVM_CACHE"
 
 
+def java_binary(environ: Mapping[str, str]) -> str:
+    """The `java` Spark's launcher runs: JAVA_HOME's where set, else the one on PATH."""
+    home = environ.get("JAVA_HOME")
+    java = shutil.which("java", path=os.path.join(home, "bin")) if home else None
+    return java or shutil.which("java") or "java"
+
+
 def class_archive(jar_paths: Sequence[str], environ: Mapping[str, str] | None = None) -> Path | None:
     """Where this installation's class archive lives (None: disabled), named after what it holds
     (`jar_paths`: the jar files, or the Maven coordinates Spark resolves)."""
@@ -222,9 +229,7 @@ def class_archive(jar_paths: Sequence[str], environ: Mapping[str, str] | None = 
         return None
     import pyspark
 
-    java = shutil.which("java", path=os.path.join(env["JAVA_HOME"], "bin")) if env.get("JAVA_HOME") else None
-    java = java or shutil.which("java") or "java"
-    made_of = [*sorted(jar_paths), pyspark.__version__, os.path.realpath(java)]
+    made_of = [*sorted(jar_paths), pyspark.__version__, os.path.realpath(java_binary(env))]
     key = hashlib.sha256("\0".join(made_of).encode()).hexdigest()[:16]
     root = Path(where) if where else toolkit_cache(env) / "jvm"
     return root / f"spark-driver-{key}.jsa"

@@ -4,7 +4,6 @@ where `locate_jars` found them, partitions sized by the master, and a local driv
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from materializers.spark_session import (
     SIZED_BY_PARALLELISM,
     driver_heap,
     host_memory,
+    java_binary,
     local_heap,
     locate_jars,
 )
@@ -52,13 +52,8 @@ def test_the_local_drivers_heap_follows_the_host(spark: Any) -> None:
 
 def test_the_full_jits_thresholds_are_flags_the_installed_jvm_takes() -> None:
     """A JVM refuses to start on a flag it does not know: the driver's `full` options, on `java`."""
-    java = (
-        shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin"))
-        if "JAVA_HOME" in os.environ
-        else None
-    )
     shown = subprocess.run(
-        [java or "java", *DRIVER_JIT["full"].split(), "-XX:+PrintFlagsFinal", "-version"],
+        [java_binary(os.environ), *DRIVER_JIT["full"].split(), "-XX:+PrintFlagsFinal", "-version"],
         capture_output=True,
         text=True,
         timeout=60,
