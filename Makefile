@@ -30,8 +30,9 @@ venv: prerequisites $(STAMP) ## create .venv and install the toolkit with its pi
 fetch: venv ## download the JVM artefacts (Kafka, Connect, Debezium, Apicurio, Spark jars) into ~/.cache/kafka-toolkit
 	$(BIN)/devstack fetch
 
-connect-plugin: prerequisites ## build the toolkit's Connect plugin into connect-plugins/oversize-router/target (for docker compose or your own Connect)
+connect-plugin: prerequisites ## build the toolkit's Connect plugin and Avro schema resolver into connect-plugins/*/target (for docker compose or your own Connect)
 	mvn -B -q -f connect-plugins/oversize-router/pom.xml -DskipTests package
+	mvn -B -q -f connect-plugins/schema-resolver/pom.xml -DskipTests package
 
 up: fetch ## start the local stack (Postgres, Kafka, Connect+Debezium, Redis, Apicurio); writes .stack/env
 	$(BIN)/devstack up

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 _REGISTRY_CLIENT = "io.apicurio.registry"
+# What a worker without the toolkit's resolver jar reports (cdc.connector_spec.SCHEMA_RESOLVER_CLASS).
+_RESOLVER_MISSING = "ClassNotFoundException: kafkatoolkit.registry."
 _RULE_VIOLATION = "RuleViolationException"
 _REGISTRY_URL_KEYS = ("value.converter.apicurio.registry.url", "key.converter.apicurio.registry.url")
 
@@ -32,6 +34,13 @@ def failure_cause(
             f"({root}){changed}; revert that change (e.g. restore the column's type, or give a new NOT "
             "NULL column a default), or, if every consumer can take it, relax the subject's COMPATIBILITY "
             "rule or move to a new topic; then `cdc restart <connector>`"
+        )
+    if _RESOLVER_MISSING in (trace or ""):
+        return (
+            f"the Connect worker lacks the toolkit's Avro schema resolver ({root}); put the "
+            "kafka-toolkit-schema-resolver jar (`make connect-plugin`, or `devstack fetch`) in the folder of "
+            "Apicurio's AvroConverter on every worker and restart them, or write `registry: {resolver: "
+            "apicurio}` in the spec and apply it; then `cdc restart <connector>`"
         )
     if _REGISTRY_CLIENT in (trace or ""):
         url = next((config[k] for k in _REGISTRY_URL_KEYS if config.get(k)), "(not set)")

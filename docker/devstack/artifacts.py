@@ -6,7 +6,8 @@ Layout under the cache (default ~/.cache/kafka-toolkit, override with TOOLKIT_CA
   toolkit-plugins-<hash>/plugins/kafka-toolkit-oversize-router/*.jar   the toolkit's own Connect
                                                plugin, built from connect-plugins/ (hash of its sources)
   apicurio-converter-<v>/plugins/apicurio-avro-converter/*.jar   Apicurio's Connect AvroConverter (Avro
-                                               CDC records) with its dependencies, minus the Kafka jars
+                                               CDC records) with its dependencies, minus the Kafka jars,
+                                               and the toolkit's schema resolver (connect-plugins/)
   apicurio-<v>/.../quarkus-run.jar             schema registry (Quarkus fast-jar)
   spark-<v>-delta-<v>/jars/*.jar               spark.jars: Kafka source, Avro, Delta (a Spark start needs no network)
   opensearch-<v>/lib/*.jar                     an OpenSearch node (server, HTTP transport, analysis, Painless)
@@ -183,14 +184,15 @@ def fetch_debezium(arts: Artifacts) -> None:
     _build_atomically(arts.debezium_plugins.parent, lambda d: _fetch_archive(coord, d / "plugins"))
 
 
-def _connect_plugin_sources() -> Path:
-    """The plugin's sources in the checkout, else the copy an installed toolkit carries
-    (package `devstack.oversize_router`, mapped to the same folder by pyproject.toml)."""
-    checkout = REPO_ROOT / "connect-plugins" / "oversize-router"
-    return checkout if checkout.is_dir() else Path(__file__).with_name("oversize_router")
+def _plugin_sources(folder: str) -> Path:
+    """A Java plugin's sources in the checkout, else the copy an installed toolkit carries (package
+    `devstack.<folder with underscores>`, mapped to the same folder by pyproject.toml)."""
+    checkout = REPO_ROOT / "connect-plugins" / folder
+    return checkout if checkout.is_dir() else Path(__file__).with_name(folder.replace("-", "_"))
 
 
-CONNECT_PLUGIN_SOURCES = _connect_plugin_sources()
+CONNECT_PLUGIN_SOURCES = _plugin_sources("oversize-router")
+SCHEMA_RESOLVER_SOURCES = _plugin_sources("schema-resolver")
 
 
 def _sources_digest(root: Path, *salt: str, only: Path | None = None) -> str:
@@ -202,18 +204,25 @@ def _sources_digest(root: Path, *salt: str, only: Path | None = None) -> str:
     return digest.hexdigest()[:12]
 
 
+def _maven_package(sources: Path, version_flag: str, into: Path) -> list[Path]:
+    """`mvn package` a copy of `sources` (-D`version_flag`); its jars, copied into `into`."""
+    with tempfile.TemporaryDirectory() as work:
+        source = Path(work) / "src"
+        shutil.copytree(sources, source, ignore=shutil.ignore_patterns("target"))
+        _mvn([f"-D{version_flag}", "-DskipTests", "package"], source)
+        into.mkdir(parents=True, exist_ok=True)
+        return [Path(shutil.copy2(jar, into / jar.name)) for jar in (source / "target").glob("*.jar")]
+
+
 def fetch_toolkit_plugins(arts: Artifacts) -> None:
     """Build the toolkit's Connect plugin (OversizeRouter) with Maven, against the pinned Kafka."""
 
     def build(staging: Path) -> None:
-        with tempfile.TemporaryDirectory() as work:
-            source = Path(work) / "src"
-            shutil.copytree(CONNECT_PLUGIN_SOURCES, source, ignore=shutil.ignore_patterns("target"))
-            _mvn([f"-Dkafka.version={arts.pins.kafka}", "-DskipTests", "package"], source)
-            into = staging / "plugins" / "kafka-toolkit-oversize-router"
-            into.mkdir(parents=True)
-            for jar in (source / "target").glob("*.jar"):
-                shutil.copy2(jar, into / jar.name)
+        _maven_package(
+            CONNECT_PLUGIN_SOURCES,
+            f"kafka.version={arts.pins.kafka}",
+            staging / "plugins" / "kafka-toolkit-oversize-router",
+        )
 
     _build_atomically(arts.toolkit_plugins.parent, build)
 
@@ -236,6 +245,30 @@ def fetch_apicurio_converter(arts: Artifacts) -> None:
                 jar.unlink()
 
     _build_atomically(arts.apicurio_converter_plugins.parent, build)
+    install_schema_resolver(arts)
+
+
+SCHEMA_RESOLVER_JAR = "kafka-toolkit-schema-resolver"
+
+
+def install_schema_resolver(arts: Artifacts) -> None:
+    """Build the toolkit's schema resolver into the converter's folder: the converter loads it by
+    name through that folder's class loader. The jar is named after its sources, so a folder that
+    holds another build gets this one instead."""
+    folder = arts.apicurio_converter_plugins / APICURIO_CONVERTER_FOLDER
+    digest = _sources_digest(SCHEMA_RESOLVER_SOURCES, arts.pins.apicurio_converter)
+    wanted = folder / f"{SCHEMA_RESOLVER_JAR}-{digest}.jar"
+    if wanted.is_file():
+        return
+    with tempfile.TemporaryDirectory() as work:
+        (built,) = _maven_package(
+            SCHEMA_RESOLVER_SOURCES, f"apicurio.version={arts.pins.apicurio_converter}", Path(work)
+        )
+        staged = folder / f".{wanted.name}.tmp"  # Connect reads *.jar only
+        shutil.copy2(built, staged)
+    for old in folder.glob(f"{SCHEMA_RESOLVER_JAR}-*.jar"):
+        old.unlink()
+    staged.rename(wanted)
 
 
 def fetch_apicurio(arts: Artifacts) -> None:

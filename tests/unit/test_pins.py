@@ -348,12 +348,19 @@ def test_container_images_come_from_the_pins() -> None:
     assert images.opensearch == f"opensearchproject/opensearch:{pins['opensearch']}"
 
 
-def test_the_connect_plugin_builds_against_the_pinned_kafka() -> None:
-    # devstack passes -Dkafka.version; the pom's own default is what `make connect-plugin` builds with.
-    pom = (REPO / "connect-plugins" / "oversize-router" / "pom.xml").read_text()
-    match = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", pom)
-    assert match is not None and match[1] == load_pyproject()["tool"]["toolkit"]["pins"]["kafka"], (
-        "fix <kafka.version> in connect-plugins/oversize-router/pom.xml to the Kafka pin"
+@pytest.mark.parametrize(
+    ("folder", "property_", "pin"),
+    [
+        ("oversize-router", "kafka.version", "kafka"),
+        ("schema-resolver", "apicurio.version", "apicurio_converter"),
+    ],
+)
+def test_the_connect_plugins_build_against_the_pins(folder: str, property_: str, pin: str) -> None:
+    # devstack passes -D<property>; the pom's own default is what `make connect-plugin` builds with.
+    pom = (REPO / "connect-plugins" / folder / "pom.xml").read_text()
+    match = re.search(rf"<{re.escape(property_)}>([^<]+)</{re.escape(property_)}>", pom)
+    assert match is not None and match[1] == load_pyproject()["tool"]["toolkit"]["pins"][pin], (
+        f"fix <{property_}> in connect-plugins/{folder}/pom.xml to the {pin} pin"
     )
 
 

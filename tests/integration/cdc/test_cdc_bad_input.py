@@ -1,10 +1,13 @@
 """Invalid specs are refused with the field named and nothing registered; FAILED tasks make `cdc status` fail;
 Avro records the registry cannot resolve are named by position, and a registry the connector cannot reach
-fails its task with the reason in `cdc status` and `cdc health`."""
+or a worker without the toolkit's schema resolver fails its task with the reason in `cdc status` and
+`cdc health`."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,7 @@ from confluent_kafka import TopicPartition
 
 from cdc.cli import EXIT_FAILED, EXIT_REFUSED, EXIT_UNAVAILABLE, main
 from cdc.connect_client import ConnectClient, ConnectorStatus
-from cdc.connector_spec import DatabaseSpec, RegistrySpec
+from cdc.connector_spec import SCHEMA_RESOLVER_CLASS, ConnectorSpec, DatabaseSpec, RegistrySpec
 from cdc.errors import ConnectorConfigInvalid, ConnectorFailed, ConnectorNotFound, PreflightFailed
 from cdc.preflight import run_preflight
 from devstack.connectors import ConnectorFactory
@@ -187,19 +190,44 @@ def test_avro_records_with_an_unknown_schema_id_or_bad_bytes_are_named_and_skipp
     assert "did not answer" in capsys.readouterr().err
 
 
+def _registry_away(spec: ConnectorSpec) -> dict[str, str]:
+    """The shared registry keeps running: this connector is given a registry URL nothing answers at."""
+    return replace(spec, registry=RegistrySpec(url="http://127.0.0.1:9")).to_config()
+
+
+def _resolver_missing(spec: ConnectorSpec) -> dict[str, str]:
+    """This worker has the toolkit's resolver: the connector names a class of its package the worker
+    lacks, which the converter's plugin loader fails to find as it would the resolver itself."""
+    config = spec.to_config()
+    return {
+        k: ("kafkatoolkit.registry.NotInstalled" if v == SCHEMA_RESOLVER_CLASS else v)
+        for k, v in config.items()
+    }
+
+
 @pytest.mark.parametrize("connector_format", ["avro"], indirect=True)
-def test_a_registry_the_connector_cannot_reach_fails_its_task_and_status_and_health_say_why(
+@pytest.mark.parametrize(
+    ("break_", "why"),
+    [
+        (_registry_away, "registry at http://127.0.0.1:9/apis/registry/v2"),
+        (_resolver_missing, "lacks the toolkit's Avro schema resolver"),
+    ],
+)
+def test_an_avro_converter_that_cannot_work_fails_its_task_and_status_and_health_say_why(
     pg: psycopg.Connection[tuple[Any, ...]],
     tables: list[str],
     connectors: ConnectorFactory,
     connect: ConnectClient,
     capsys: pytest.CaptureFixture[str],
     cli_flags: list[str],
+    break_: Callable[[ConnectorSpec], dict[str, str]],
+    why: str,
 ) -> None:
-    """The shared registry keeps running: this connector is given a registry URL nothing answers at."""
-    table = _table_with_a_row(pg, tables, "noreg")
-    away = RegistrySpec(url="http://127.0.0.1:9")
-    spec = connectors.start(connectors.spec([table], registry=away), wait=False)
+    spec = connectors.spec([_table_with_a_row(pg, tables, "noconv")])
+    config = break_(spec)
+    assert config != spec.to_config()
+    connectors.created.append(spec)  # dropped at the end with its slot and publication
+    connect.apply(spec.name, config)
 
     def status() -> ConnectorStatus | None:
         try:
@@ -210,10 +238,10 @@ def test_a_registry_the_connector_cannot_reach_fails_its_task_and_status_and_hea
     wait_until(status, lambda s: s is not None and s.failed, timeout=90)
     capsys.readouterr()
     assert main(["status", spec.name, *cli_flags]) == EXIT_FAILED
-    assert "registry at http://127.0.0.1:9/apis/registry/v2" in capsys.readouterr().out
+    assert why in capsys.readouterr().out
     assert main(["health", spec.name, "--json", *cli_flags]) == EXIT_FAILED
     warnings = json.loads(capsys.readouterr().out)["warnings"]
-    assert any("FAILED" in w and "registry at http://127.0.0.1:9/apis/registry/v2" in w for w in warnings)
+    assert any("FAILED" in w and why in w for w in warnings)
 
 
 @pytest.mark.parametrize("connector_format", ["avro"], indirect=True)

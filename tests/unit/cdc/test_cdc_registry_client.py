@@ -79,3 +79,17 @@ def test_a_failed_task_is_explained_by_its_root_cause_and_the_registry_named() -
     plain = "java.lang.RuntimeException: outer\nCaused by: org.x.DataException: field no_such_field not found"
     assert failure_cause(plain, {}) == "org.x.DataException: field no_such_field not found"
     assert failure_cause(None, {}) is None
+
+
+def test_a_worker_without_the_toolkits_resolver_is_told_both_ways_out() -> None:
+    trace = (
+        "java.lang.RuntimeException: java.lang.ClassNotFoundException: kafkatoolkit.registry.SchemaIdentityResolver\n"
+        "\tat io.apicurio.registry.resolver.utils.Utils.loadClass(Utils.java:35)\n"
+        "Caused by: java.lang.ClassNotFoundException: kafkatoolkit.registry.SchemaIdentityResolver\n"
+        "\tat java.base/java.net.URLClassLoader.findClass(URLClassLoader.java:445)"
+    )
+    cause = failure_cause(trace, {"value.converter.apicurio.registry.url": "http://r/apis/registry/v2"})
+    assert cause is not None and cause.startswith(
+        "the Connect worker lacks the toolkit's Avro schema resolver"
+    )
+    assert "kafka-toolkit-schema-resolver jar" in cause and "resolver: apicurio" in cause

@@ -10,6 +10,7 @@ import pytest
 from cdc.connector_spec import (
     AVRO_CONVERTER,
     DEFAULT_FORMAT,
+    SCHEMA_RESOLVER_CLASS,
     SCHEMALESS_JSON,
     ConnectorSpec,
     DatabaseSpec,
@@ -277,11 +278,29 @@ def test_avro_renders_apicurio_converters_in_confluent_framing_for_keys_and_valu
             "apicurio.registry.as-confluent": "true",
             "apicurio.registry.use-id": "contentId",
             "apicurio.registry.headers.enabled": "false",
+            "apicurio.registry.schema-resolver": SCHEMA_RESOLVER_CLASS,
         }
     assert config["schema.name.adjustment.mode"] == config["field.name.adjustment.mode"] == "avro"
     # The oversize router measures records with the same converters.
     assert config["transforms.toolkit_oversize.value.converter"] == AVRO_CONVERTER
     assert config["decimal.handling.mode"] == "string"  # the same value modes as JSON: same decoded values
+
+
+def test_resolver_apicurio_leaves_the_converter_its_own_resolver_everywhere() -> None:
+    """For a Connect cluster without the toolkit's resolver jar: no converter names it, the oversize
+    router's copies included."""
+    spec = ConnectorSpec.from_mapping(
+        {**_BASE, "format": "avro", "registry": {"url": "http://r:8080", "resolver": "apicurio"}}
+    )
+    config = spec.to_config()
+    assert not [k for k in config if k.endswith("schema-resolver")]
+    assert config["transforms.toolkit_oversize.value.converter.apicurio.registry.use-id"] == "contentId"
+    default = ConnectorSpec.from_mapping({**_BASE, "format": "avro", "registry": {"url": "http://r:8080"}})
+    assert sorted(k for k, v in default.to_config().items() if v == SCHEMA_RESOLVER_CLASS) == sorted(
+        f"{prefix}{side}.converter.apicurio.registry.schema-resolver"
+        for prefix in ("", "transforms.toolkit_oversize.")
+        for side in ("key", "value")
+    )
 
 
 @pytest.mark.parametrize(
@@ -306,6 +325,11 @@ def test_registry_url_is_cut_back_to_the_base(url: str, base: str) -> None:
         ({"format": "avro", "registry": {"url": "apicurio:8080"}}, "must be an http:// or https:// URL"),
         ({"registry": {"url": "apicurio:8080"}}, "must be an http:// or https:// URL"),
         ({"format": "avro", "registry": {"uri": "http://r"}}, r"unknown key\(s\) \['uri'\] in registry"),
+        (
+            {"format": "avro", "registry": {"url": "http://r", "resolver": "confluent"}},
+            r"registry.resolver 'confluent' is not one of toolkit, apicurio \(toolkit, the default, needs",
+        ),
+        ({"format": "avro", "registry": {"url": "http://r", "resolver": 1}}, "registry.resolver must be str"),
         (
             {"format": "avro", "registry": {"url": "http://r"}, "extra": {"value.converter": _JSON}},
             r"extra sets \['value.converter'\], which format 'avro' manages",
