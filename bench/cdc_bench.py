@@ -455,6 +455,11 @@ def cpu_sample(pids: StackPids) -> dict[str, float]:
     return out
 
 
+def _thread_id(key: str) -> str:
+    """`connect.<group>@<tid>` -> `connect@<tid>`; a process's key is its own."""
+    return f"connect@{key.rsplit('@', 1)[1]}" if "@" in key else key
+
+
 @dataclass
 class Phase:
     """Wall time, CPU per process and load average around one measured phase."""
@@ -469,15 +474,35 @@ class Phase:
     def measure(self) -> Iterator[Phase]:
         self.load_before = tuple(round(x, 2) for x in os.getloadavg())
         before, t0 = cpu_sample(self.pids), time.monotonic()
+        # Threads that end within the phase (Debezium's snapshot readers) are gone from the last
+        # sample: every half second the latest of each thread is kept.
+        latest: dict[str, tuple[str, float]] = {}
+        done = threading.Event()
+
+        def take() -> None:
+            for key, seconds in cpu_sample(self.pids).items():
+                latest[_thread_id(key)] = (key.split("@", 1)[0], seconds)
+
+        def keep() -> None:
+            while not done.wait(0.5):
+                take()
+
+        sampler = threading.Thread(target=keep, name="phase-cpu", daemon=True)
+        sampler.start()
         try:
             yield self
         finally:
             self.wall_s = time.monotonic() - t0
-            after = cpu_sample(self.pids)
+            done.set()
+            sampler.join()
+            take()
+            # A thread keeps its id but may change its name, hence its group (Connect's pooled
+            # threads are renamed per task): its CPU before the phase is found by id, and the
+            # phase's share goes to the group it was last seen in.
+            earlier = {_thread_id(key): seconds for key, seconds in before.items()}
             grouped: dict[str, float] = {}
-            for key, seconds in after.items():
-                group = key.split("@", 1)[0]
-                grouped[group] = grouped.get(group, 0.0) + seconds - before.get(key, 0.0)
+            for ident, (group, seconds) in latest.items():
+                grouped[group] = grouped.get(group, 0.0) + seconds - earlier.get(ident, 0.0)
             self.cpu = {k: round(v, 2) for k, v in sorted(grouped.items())}
             self.load_after = tuple(round(x, 2) for x in os.getloadavg())
 
