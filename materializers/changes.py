@@ -137,37 +137,71 @@ def newest_indices(
     )
 
 
+class EntityOrder(NamedTuple):
+    """A batch's rows sorted by (entity, position descending), ties in row order: `rows` the row
+    indices, `entities` and `positions` the columns along them."""
+
+    rows: pa.Array
+    entities: pa.Array
+    positions: pa.Array
+
+
+def entity_order(entities: pa.Array | pa.ChunkedArray, positions: pa.Array | pa.ChunkedArray) -> EntityOrder:
+    """The batch's `EntityOrder` (pure): one sort that both the fold and the history's dedup read."""
+    entities, positions = _whole(entities), _whole(positions)
+    rows = pc.sort_indices(
+        pa.table({"entity": entities, "position": positions}),
+        [("entity", "ascending"), ("position", "descending")],  # a stable sort: ties keep row order
+    )
+    return EntityOrder(rows, entities.take(rows), positions.take(rows))
+
+
+def first_deliveries(order: EntityOrder) -> pa.Array | None:
+    """The rows to keep when a change (entity, position) was delivered more than once: each one's
+    first row, in row order; None when none was (pure). Equal pairs are adjacent in `order`, the
+    first of them there is the first in the batch."""
+    n = len(order.rows)
+    if n < 2:
+        return None
+    again = pc.and_(
+        pc.equal(order.entities.slice(1), order.entities.slice(0, n - 1)),
+        pc.equal(order.positions.slice(1), order.positions.slice(0, n - 1)),
+    )
+    if not pc.any(again).as_py():
+        return None
+    return order.rows.filter(pc.invert(pa.concat_arrays([pa.array([False]), again]))).sort()
+
+
 def newest_of(
     entities: pa.Array | pa.ChunkedArray,
     positions: pa.Array | pa.ChunkedArray,
     keep_fields: pa.Array | pa.ChunkedArray,
     data: tuple[str, ...],
+    order: EntityOrder | None = None,
 ) -> Newest:
     """`latest_per_entity` over columns held in the driver as Arrow (pure): which row each entity's
     newest change and each data column's newest carried value come from, entities in ascending
-    order. Ties keep the first row. Sorted once by (entity, position descending) in Arrow, then each
-    group's first row: a per-row Python loop took 0.1 s of each 50k-change backfill batch."""
-    entities, positions, keep_fields = (_whole(a) for a in (entities, positions, keep_fields))
-    order = pc.sort_indices(
-        pa.table({"entity": entities, "position": positions}),
-        [("entity", "ascending"), ("position", "descending")],  # a stable sort: ties keep row order
-    )
-    rows, held = _group_firsts(entities, order)
+    order. Ties keep the first row. Sorted once by (entity, position descending) in Arrow (`order`,
+    where the caller has it), then each group's first row: a per-row Python loop took 0.1 s of each
+    50k-change backfill batch."""
+    entities, keep_fields = _whole(entities), _whole(keep_fields)
+    order = order or entity_order(entities, positions)
+    rows, held = _group_firsts(order.entities, order.rows)
     carriers: dict[str, list[int | None]] = {}
     skipped = _kept_rows(keep_fields, data)
     for column in data:
         if column not in skipped:  # every change carried it: the newest change is its carrier
             carriers[column] = rows.to_pylist()
             continue
-        carrying = order.filter(pc.invert(pc.is_in(order, value_set=skipped[column])))
-        firsts, carried = _group_firsts(entities, carrying)
+        carrying = order.rows.filter(pc.invert(pc.is_in(order.rows, value_set=skipped[column])))
+        firsts, carried = _group_firsts(entities.take(carrying), carrying)
         carriers[column] = firsts.take(pc.index_in(held, value_set=carried)).to_pylist()
     return Newest(rows.to_pylist(), carriers)
 
 
-def _group_firsts(entities: pa.Array, order: pa.Array) -> tuple[pa.Array, pa.Array]:
-    """(row, entity) of the first row of each run of equal entities along `order` (pure)."""
-    ranked = entities.take(order)
+def _group_firsts(ranked: pa.Array, order: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """(row, entity) of the first row of each run of equal entities along `order` (pure); `ranked`
+    holds the entities along it."""
     if len(ranked) == 0:
         return order, ranked
     starts = pa.concat_arrays(

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from kafkakit.errors import ConfigError
-from materializers.changes import newest_indices, newest_of
+from materializers.changes import entity_order, newest_indices, newest_of
 from materializers.config import DRIVER_ROWS, RunConfig, parse_driver_rows
 from materializers.driver_batch import budget_of, rows_for, sized
 from materializers.plan import JobPlan
@@ -148,12 +148,51 @@ def test_newest_indices_agree_with_a_loop_over_the_rows() -> None:
         assert (found.rows, found.carriers) == folded(entities, positions, kept)
 
 
+def test_history_rows_agree_with_a_loop_over_the_rows() -> None:
+    """Each (entity, position) once, its first row, minus the pairs already written, in row order:
+    found along the fold's sort, with and without a repeat."""
+    rnd = random.Random(11)
+    for _ in range(300):
+        n = rnd.randint(0, 25)
+        pairs = [(rnd.choice(["1", "10", "9", "é"]), rnd.choice(["p1", "p10", "p2"])) for _ in range(n)]
+        written = rnd.sample(sorted(set(pairs)), k=min(2, len(set(pairs)))) if rnd.random() < 0.3 else []
+        table = pa.table(
+            {
+                "entity": [e for e, _ in pairs],
+                "position": [p for _, p in pairs],
+                **{c: pa.array([None] * n, pa.string()) for c in ("op", "src_topic", *DATA)},
+                "event_ts": pa.array([AT] * n, pa.timestamp("us", "UTC")),
+                "src_partition": pa.array([0] * n, pa.int32()),
+                "src_offset": pa.array(range(n), pa.int64()),
+                "event_date": pa.array([AT.date()] * n, pa.date32()),
+            }
+        )
+        seen = pa.table(
+            {"entity": [e for e, _ in written], "position": [p for _, p in written]}, schema=VIEWS
+        )
+        expected = [i for i, pair in enumerate(pairs) if pair not in pairs[:i] and pair not in written]
+        order = entity_order(table["entity"], table["position"])
+        for fresh in (history_rows(table, seen, DATA), history_rows(table, seen, DATA, order)):
+            assert fresh.column("src_offset").to_pylist() == expected
+
+
 def test_newest_of_a_batch_collected_in_chunks() -> None:
     table = batch()
     chunked = pa.concat_tables([table.slice(0, 2), table.slice(2)])
     assert chunked.column("entity").num_chunks == 2
     found = newest_of(chunked["entity"], chunked["position"], chunked["keep_fields"], DATA)
-    assert found == newest_indices([r[0] for r in ROWS], [r[1] for r in ROWS], [r[3] for r in ROWS], DATA)
+    ordered = newest_of(
+        chunked["entity"],
+        chunked["position"],
+        chunked["keep_fields"],
+        DATA,
+        entity_order(chunked["entity"], chunked["position"]),
+    )
+    assert (
+        found
+        == ordered
+        == newest_indices([r[0] for r in ROWS], [r[1] for r in ROWS], [r[3] for r in ROWS], DATA)
+    )
 
 
 def test_auto_driver_batches_fit_the_budget_at_the_records_bytes() -> None:
