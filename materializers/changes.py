@@ -187,16 +187,17 @@ def newest_of(
     entities, keep_fields = _whole(entities), _whole(keep_fields)
     order = order or entity_order(entities, positions)
     rows, held = _group_firsts(order.entities, order.rows)
+    newest: list[int] = rows.to_pylist()
     carriers: dict[str, list[int | None]] = {}
     skipped = _kept_rows(keep_fields, data)
     for column in data:
-        if column not in skipped:  # every change carried it: the newest change is its carrier
-            carriers[column] = rows.to_pylist()
+        if column not in skipped:  # every change carried it: the newest change is its carrier,
+            carriers[column] = newest  # type: ignore[assignment]  # the same list (current_rows tests it)
             continue
         carrying = order.rows.filter(pc.invert(pc.is_in(order.rows, value_set=skipped[column])))
         firsts, carried = _group_firsts(entities.take(carrying), carrying)
         carriers[column] = firsts.take(pc.index_in(held, value_set=carried)).to_pylist()
-    return Newest(rows.to_pylist(), carriers)
+    return Newest(newest, carriers)
 
 
 def _group_firsts(ranked: pa.Array, order: pa.Array) -> tuple[pa.Array, pa.Array]:

@@ -417,11 +417,13 @@ def history_rows(
 
     keep = first_deliveries(order or entity_order(batch["entity"], batch["position"]))
     if seen is not None and seen.num_rows:
+        pairs = batch.select(["entity", "position"])
         rows = keep if keep is not None else pa.array(range(batch.num_rows), pa.int64())
-        pairs = batch.select(["entity", "position"]).take(rows).append_column("row", rows)
+        pairs = (pairs if keep is None else pairs.take(keep)).append_column("row", rows)
         keys = pairs.schema.remove(2)  # as the batch types them (delta-rs may answer with string views)
         fresh = pairs.join(seen.select(keys.names).cast(keys), keys.names, join_type="left anti")
-        keep = fresh.column("row").sort()  # the batch's order
+        if fresh.num_rows < pairs.num_rows:  # a backfill's snapshot reads share positions: often none
+            keep = fresh.column("row").sort()  # the batch's order
     history = batch.select([*HISTORY_COLUMNS, *data_columns, "event_date"])
     return history if keep is None else history.take(keep)
 
@@ -432,9 +434,17 @@ def current_rows(batch: pa.Table, newest: Newest, data_columns: tuple[str, ...])
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    latest = batch.select(["entity", "position", "op", "event_ts"]).take(pa.array(newest.rows, pa.int64()))
-    carriers = {c: pa.array(newest.carriers[c], pa.int64()) for c in data_columns}
-    carried_at = [batch.column("position").take(carriers[c]) for c in data_columns]
+    rows = pa.array(newest.rows, pa.int64())
+    latest = batch.select(["entity", "position", "op", "event_ts"]).take(rows)
+    # A column every change carried has the newest changes as its carriers (the same list).
+    carriers = {
+        c: rows if newest.carriers[c] is newest.rows else pa.array(newest.carriers[c], pa.int64())
+        for c in data_columns
+    }
+    carried_at = [
+        latest.column("position") if carriers[c] is rows else batch.column("position").take(carriers[c])
+        for c in data_columns
+    ]
     return pa.table(
         {
             "entity": latest.column("entity"),
