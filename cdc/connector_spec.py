@@ -26,7 +26,9 @@ Record formats (`format`, the converters for keys and values; `DEFAULT_FORMAT` w
   values, Confluent framing (magic byte 0 + 4-byte content id + Avro binary; ids in the payload, not in
   headers), schemas auto-registered as `<topic>-key` / `<topic>-value` in the registry at
   `registry.url` (the URL *Connect* reaches, as `database` is Postgres seen from Connect). Debezium
-  adjusts schema and field names to Avro's rules. Issue 19's benchmark (bench/results/cdc-formats.md):
+  adjusts schema and field names to Avro's rules. Each record's schema id comes from the toolkit's
+  resolver (`registry.resolver: toolkit`, `SCHEMA_RESOLVER_CLASS`; `apicurio` for a worker without
+  its jar). Issue 19's benchmark (bench/results/cdc-formats.md):
   433 bytes per record against 5,226 for `json`, 3x its snapshot rate, better on 6 of 7 measures.
   A spec that names no `registry` gets the `registry_url` its loader is given (`from_file`,
   `from_mapping`): the `cdc` CLI passes its endpoint (--registry-url, else SCHEMA_REGISTRY_URL, else
