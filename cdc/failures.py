@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from cdc.connector_spec import SCHEMA_RESOLVER_CLASS
+
 _REGISTRY_CLIENT = "io.apicurio.registry"
-# What a worker without the toolkit's resolver jar reports (cdc.connector_spec.SCHEMA_RESOLVER_CLASS).
-_RESOLVER_MISSING = "ClassNotFoundException: kafkatoolkit.registry."
+# What a worker without the toolkit's resolver jar reports: no class of its package.
+_RESOLVER_MISSING = f"ClassNotFoundException: {SCHEMA_RESOLVER_CLASS.rpartition('.')[0]}."
 _RULE_VIOLATION = "RuleViolationException"
 _REGISTRY_URL_KEYS = ("value.converter.apicurio.registry.url", "key.converter.apicurio.registry.url")
 

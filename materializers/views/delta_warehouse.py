@@ -415,7 +415,7 @@ def history_rows(
     of the pairs was 0.25-1 s of each 767k-change backfill batch, for the rare batch that has one."""
     import pyarrow as pa
 
-    keep = first_deliveries(order or entity_order(batch["entity"], batch["position"]))
+    keep = first_deliveries(order if order is not None else entity_order(batch["entity"], batch["position"]))
     if seen is not None and seen.num_rows:
         pairs = batch.select(["entity", "position"])
         rows = keep if keep is not None else pa.array(range(batch.num_rows), pa.int64())

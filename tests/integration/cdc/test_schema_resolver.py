@@ -35,7 +35,6 @@ def test_the_toolkit_resolver_writes_what_apicurios_writes_across_a_column_chang
     tables: list[str],
     connectors: ConnectorFactory,
     connect: ConnectClient,
-    stack: Any,
 ) -> None:
     table = f"public.{unique('resolver')}"
     tables.append(f"table:{table}")
@@ -62,7 +61,7 @@ def test_the_toolkit_resolver_writes_what_apicurios_writes_across_a_column_chang
         written[spec.name] = [(e.op, e.key, e.after) for e in events]
         value_ids = {int.from_bytes((r.value or b"")[1:5], "big") for r in records}
         assert len(value_ids) == 2  # the table before and after ADD COLUMN
-        assert value_ids == _subject_ids(stack.endpoints.schema_registry_url, f"{topic}-value")
+        assert value_ids == _subject_ids(str(connectors.registry_url), f"{topic}-value")
         assert connect.status(spec.name).running
     assert written[ours.name] == written[theirs.name]
     assert [after["id"] for _, _, after in written[ours.name] if after] == [1, 2, 3, 4, 5, 1]
