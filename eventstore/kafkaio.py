@@ -65,6 +65,13 @@ def transient(exc: KafkaException, codes: frozenset[int] = _FAILOVER) -> bool:
     return isinstance(err, KafkaError) and not err.fatal() and (err.retriable() or err.code() in codes)
 
 
+def consumer_fatal(err: KafkaError | None) -> bool:
+    """Whether a consumed message's error ends the consumer. librdkafka hands its fatal error (a
+    static member fenced, say) to `consume` as a message with code _FATAL, whose error confluent-kafka
+    builds without the fatal flag, so the code counts as much as the flag."""
+    return err is not None and (err.fatal() or err.code() == KafkaError._FATAL)
+
+
 def until_failover_ends(
     fn: Callable[[], T],
     *,

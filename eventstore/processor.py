@@ -57,7 +57,15 @@ from eventstore.dedup import DedupMemory
 from eventstore.envelope import Outcome, Position, Snapshot
 from eventstore.errors import EventStoreError, ProcessorFenced, RegistryUnavailable
 from eventstore.heap import HeapSettler
-from eventstore.kafkaio import READ_COMMITTED, end_offsets, read_range, reader, take, until_failover_ends
+from eventstore.kafkaio import (
+    READ_COMMITTED,
+    consumer_fatal,
+    end_offsets,
+    read_range,
+    reader,
+    take,
+    until_failover_ends,
+)
 from eventstore.serde import (
     H_COMMAND_ID,
     H_LOW_WATER,
@@ -260,7 +268,7 @@ class CommandProcessor(Generic[S]):
         try:
             while not self.stop_requested.is_set():
                 msgs = take(self._consumer, self.batch_size, timeout=0.5)
-                fatal = next((e for m in msgs if (e := m.error()) is not None and e.fatal()), None)
+                fatal = next((e for m in msgs if consumer_fatal(e := m.error())), None)
                 if fatal is not None:
                     self._rejoin(fatal)
                 elif msgs:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from eventstore.kafkaio import transient, until_failover_ends
+from eventstore.kafkaio import consumer_fatal, transient, until_failover_ends
 
 
 def _failing(codes: list[int], answer: str = "rebuilt") -> tuple[list[str], Callable[[], str]]:
@@ -55,3 +55,11 @@ def test_end_offsets_wait_for_a_moving_leader_but_not_for_an_absent_cluster() ->
 
     assert transient(KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION)), _LEADER_MOVING)
     assert not transient(KafkaException(KafkaError(KafkaError._ALL_BROKERS_DOWN)), _LEADER_MOVING)
+
+
+def test_a_consumed_fatal_error_counts_by_its_code_as_by_its_flag() -> None:
+    # What `consume` hands over when a static member is fenced: code _FATAL, the flag unset.
+    assert consumer_fatal(KafkaError(KafkaError._FATAL, "Static consumer fenced by other consumer"))
+    assert consumer_fatal(KafkaError(KafkaError._TRANSPORT, fatal=True))
+    assert not consumer_fatal(KafkaError(KafkaError._PARTITION_EOF))
+    assert not consumer_fatal(None)
