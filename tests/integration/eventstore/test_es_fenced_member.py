@@ -67,9 +67,8 @@ def test_a_fenced_processor_rejoins_once_and_stops_when_fenced_again(
     log = (tmp_path / "processor-p0-0.log").read_text()
     assert "consumer fenced" in log and "rejoining the group" in log
 
-    _intrude(
-        store, "p0", done=lambda: processor.poll() is not None
-    )  # within REJOIN_GUARD_S: not a failover, a second owner of the id
+    # Fenced again within REJOIN_GUARD_S: not a failover but a second owner of the id.
+    _intrude(store, "p0", done=lambda: processor.poll() is not None)
     assert processor.wait(60) == exit_code(ProcessorFenced("x"))
     log = " ".join((tmp_path / "processor-p0-0.log").read_text().split())  # the CLI wraps its lines
     assert "ProcessorFenced" in log and "give each its own --instance-id" in log
