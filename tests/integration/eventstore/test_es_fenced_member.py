@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
 
 from eventstore import EventStoreClient, StoreConfig
 from eventstore.cli import exit_code
 from eventstore.errors import ProcessorFenced
+from eventstore.kafkaio import consumer_fatal
 from kafkakit.clients import make_consumer
 from shop import order as o
 
@@ -41,11 +41,16 @@ def _intrude(store: StoreConfig, instance_id: str, done: Callable[[], bool] = la
         while time.monotonic() < deadline and not done():
             msg = consumer.poll(0.5)
             held = max(held, len(consumer.assignment()))
-            if msg is not None and (e := msg.error()) is not None and e.code() == KafkaError._FATAL:
+            if msg is not None and consumer_fatal(msg.error()):
                 return held
         return held
     finally:
         consumer.close()
+
+
+def _output(tmp_path: Path) -> str:
+    """The processor's output, its lines joined (the CLI wraps long messages)."""
+    return " ".join((tmp_path / "processor-p0-0.log").read_text().split())
 
 
 def _create(client: EventStoreClient[Any], order_id: str) -> int:
@@ -64,11 +69,11 @@ def test_a_fenced_processor_rejoins_once_and_stops_when_fenced_again(
     assert _intrude(store, "p0") == store.partitions  # it took every partition, then was fenced back
     assert processor.poll() is None
     assert _create(client, "after-rejoin") == 1  # the rejoined processor answers
-    log = (tmp_path / "processor-p0-0.log").read_text()
+    log = _output(tmp_path)
     assert "consumer fenced" in log and "rejoining the group" in log
 
     # Fenced again within REJOIN_GUARD_S: not a failover but a second owner of the id.
     _intrude(store, "p0", done=lambda: processor.poll() is not None)
     assert processor.wait(60) == exit_code(ProcessorFenced("x"))
-    log = " ".join((tmp_path / "processor-p0-0.log").read_text().split())  # the CLI wraps its lines
+    log = _output(tmp_path)
     assert "ProcessorFenced" in log and "give each its own --instance-id" in log
