@@ -1,4 +1,14 @@
-"""Give the memory a batch freed on the driver back to the OS, so freed memory does not pile up there.
+"""The driver's memory between batches: Arrow's pool (`choose_arrow_pool`), and giving freed memory
+back to the OS (`release_freed_memory`).
+
+Every batch collects its changes into Arrow on the driver (hundreds of MB in a backfill), frees them,
+and the next batch allocates as much again. Arrow's default pool in pyarrow's wheels, mimalloc 3, asks
+for transparent huge pages for its arenas (its `allow_thp` option) and gives freed memory back a
+second after the free, so each batch faulted its memory in again 2 MiB at a time. Where the host takes
+a guest's freed pages back (a VM's balloon with free page reporting, as on our machines), such a fault
+costs ~4 ms: 0.47 GB/s zeroed, against 2 GB/s for 4 KiB pages and 8 GB/s for a huge page the guest
+still held. jemalloc, which Arrow also ships, does not ask for huge pages: the warehouse step of a
+2M-change backfill took 2.8-3.0 s with it, 2.8-4.5 s with mimalloc (bench/results/history.md).
 
 A search batch is folded in the driver's Python: a collected Arrow table, its rows as Python objects,
 and a Tantivy writer whose 50 MB arena lives on threads of its own. All of it is freed after the
@@ -11,8 +21,26 @@ small one (the numbers: bench/results/history.md).
 from __future__ import annotations
 
 import ctypes
+import os
+from collections.abc import Mapping
 
 import pyarrow
+
+# Arrow's own variable naming its default pool (jemalloc, mimalloc, system): a user's choice stands.
+POOL_CHOICE = "ARROW_DEFAULT_MEMORY_POOL"
+
+
+def choose_arrow_pool(environ: Mapping[str, str] | None = None) -> str:
+    """Make jemalloc Arrow's default pool in this process, unless `ARROW_DEFAULT_MEMORY_POOL` chose
+    one or this pyarrow has no jemalloc; the pool's backend name."""
+    if (os.environ if environ is None else environ).get(POOL_CHOICE):
+        return str(pyarrow.default_memory_pool().backend_name)
+    try:
+        pool = pyarrow.jemalloc_memory_pool()
+    except NotImplementedError:  # a build without jemalloc (Windows wheels)
+        return str(pyarrow.default_memory_pool().backend_name)
+    pyarrow.set_memory_pool(pool)
+    return str(pool.backend_name)
 
 
 def release_freed_memory() -> None:

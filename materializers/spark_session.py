@@ -17,7 +17,9 @@ configuration (`spark-defaults.conf` under SPARK_CONF_DIR, or `spark.*` settings
 the heap: a local driver's follows the host (`local_heap`), unless `spark.driver.memory` is set. The
 state store of stateful queries is RocksDB with changelog checkpointing, not counting its rows
 (`STATE_STORE`), and a checkpoint's files are written by Spark's FileSystem-based manager
-(`CHECKPOINT_FILES`), unless that configuration says otherwise.
+(`CHECKPOINT_FILES`), unless that configuration says otherwise. The driver's Python collects its
+batches into Arrow's jemalloc pool (`driver_memory.choose_arrow_pool`), unless
+`ARROW_DEFAULT_MEMORY_POOL` names another.
 
 A driver restarted after a crash is not serving views while its JVM loads Spark's, Delta's and Kafka's
 classes: on 2 busy cores, seconds for the session and again for its first job. The JVM's class-data
@@ -348,6 +350,9 @@ def build(
     choice for a driver whose backlog is not known."""
     from pyspark.sql import SparkSession
 
+    from materializers.driver_memory import choose_arrow_pool
+
+    choose_arrow_pool()  # before the first batch is collected into Arrow
     located = locate_jars()
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in located.conf().items():
