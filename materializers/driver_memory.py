@@ -8,7 +8,8 @@ second after the free, so each batch faulted its memory in again 2 MiB at a time
 a guest's freed pages back (a VM's balloon with free page reporting, as on our machines), such a fault
 costs ~4 ms: 0.47 GB/s zeroed, against 2 GB/s for 4 KiB pages and 8 GB/s for a huge page the guest
 still held. jemalloc, which Arrow also ships, does not ask for huge pages: the warehouse step of a
-2M-change backfill took 2.8-3.0 s with it, 2.8-4.5 s with mimalloc (bench/results/history.md).
+2M-change backfill alone took 2.8-3.1 s with it, 2.8-4.5 s with mimalloc (the most once the host had
+taken the free pages back); in the bench's runs 4.3 s, 4.5-5.0 before (bench/results/history.md).
 
 A search batch is folded in the driver's Python: a collected Arrow table, its rows as Python objects,
 and a Tantivy writer whose 50 MB arena lives on threads of its own. All of it is freed after the
