@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Mapping
+from contextlib import suppress
 
 import pyarrow
 
@@ -31,17 +31,13 @@ import pyarrow
 POOL_CHOICE = "ARROW_DEFAULT_MEMORY_POOL"
 
 
-def choose_arrow_pool(environ: Mapping[str, str] | None = None) -> str:
+def choose_arrow_pool() -> str:
     """Make jemalloc Arrow's default pool in this process, unless `ARROW_DEFAULT_MEMORY_POOL` chose
-    one or this pyarrow has no jemalloc; the pool's backend name."""
-    if (os.environ if environ is None else environ).get(POOL_CHOICE):
-        return str(pyarrow.default_memory_pool().backend_name)
-    try:
-        pool = pyarrow.jemalloc_memory_pool()
-    except NotImplementedError:  # a build without jemalloc (Windows wheels)
-        return str(pyarrow.default_memory_pool().backend_name)
-    pyarrow.set_memory_pool(pool)
-    return str(pool.backend_name)
+    one or this pyarrow has no jemalloc; the default pool's backend name."""
+    if not os.environ.get(POOL_CHOICE):
+        with suppress(NotImplementedError):  # a build without jemalloc (Windows wheels)
+            pyarrow.set_memory_pool(pyarrow.jemalloc_memory_pool())
+    return str(pyarrow.default_memory_pool().backend_name)
 
 
 def release_freed_memory() -> None:
