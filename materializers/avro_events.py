@@ -128,6 +128,10 @@ class WriterSchemas:
         # the next decode would refuse the records of the ids left unasked
         return any([self.get(sid) is not None for sid in self.new_ids(ids)])
 
+    def remember(self, schema_id: int, text: str) -> None:
+        """Know `text` as the writer schema of `schema_id` (read from the registry by the caller)."""
+        self._cache.put(schema_id, text)
+
     def get(self, schema_id: int) -> str | None:
         """The schema text, or None when the registry answers 404 (the record is dead-lettered)."""
         text = self._cache.text(schema_id)
@@ -304,12 +308,14 @@ class EventDecoder:
 
 def learn_topic_schemas(schemas: WriterSchemas, topic: str) -> None:
     """Fetch into `schemas` every writer schema of the subjects `<topic>-*`, and only those."""
-    for sid in sorted(set(_subject_ids(schemas.url, topic, schemas.auth))):
-        schemas.get(sid)
+    for sid, text in sorted(_subject_schemas(schemas.url, topic, schemas.auth).items()):
+        schemas.remember(sid, text)
 
 
-def _subject_ids(url: str, topic: str, auth: HttpAuth) -> list[int]:
-    """The ids of every version of the registry subjects `<topic>-*` (Confluent-compatible API)."""
+def _subject_schemas(url: str, topic: str, auth: HttpAuth) -> dict[int, str]:
+    """The writer schema of every version of the registry subjects `<topic>-*`, by id
+    (Confluent-compatible API). A version's document carries its schema's text: asking for each id
+    again took a request, a TLS context and a connection more per id at every job start."""
     base = url.rstrip("/")
     try:
         # One client for all of them: a request of its own set up a TLS context and a connection
@@ -318,11 +324,12 @@ def _subject_ids(url: str, topic: str, auth: HttpAuth) -> list[int]:
             get = partial(_get, auth=auth, client=client)
             every = every_subject(lambda offset, limit: get(f"{base}/subjects?offset={offset}&limit={limit}"))
             subjects = [s for s in every if s.startswith(f"{topic}-")]
-            return [
-                int(get(f"{base}/subjects/{subject}/versions/{version}")["id"])
+            documents = (
+                get(f"{base}/subjects/{subject}/versions/{version}")
                 for subject in subjects
                 for version in get(f"{base}/subjects/{subject}/versions")
-            ]
+            )
+            return {int(d["id"]): str(d["schema"]) for d in documents}
     except httpx.HTTPError as exc:
         raise SourceUnavailable(
             f"schema registry at {url} is unreachable ({exc}); start it or fix SCHEMA_REGISTRY_URL"

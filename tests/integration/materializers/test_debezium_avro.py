@@ -14,6 +14,7 @@ import struct
 from collections import OrderedDict
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from kafkakit.positions import parse_start
 from kafkakit.settings import Endpoints
 from materializers import debezium as dbz
 from materializers.avro_columns import FLAT_PREFIX
-from materializers.avro_events import SchemaCache, WriterSchemas
+from materializers.avro_events import SchemaCache, WriterSchemas, learn_topic_schemas
 from materializers.event_shape import UNFRAMED_ID
 from materializers.job import Job, JobPlan
 from materializers.verify import verify
@@ -262,9 +263,16 @@ def avro_converters(stack: Any) -> dict[str, str]:
 
 
 def value_ids(kafka: Endpoints, topic: str) -> list[int]:
-    values = [m.value() for m in read_all(kafka, topic) if m.value()]
-    assert values and all(v[0] == 0 for v in values)  # really Avro in Confluent framing
-    return [int.from_bytes(v[1:5], "big") for v in values]
+    return framed_ids([m.value() for m in read_all(kafka, topic) if m.value()])
+
+
+def key_ids(kafka: Endpoints, topic: str) -> list[int]:
+    return framed_ids([m.key() for m in read_all(kafka, topic) if m.key()])
+
+
+def framed_ids(payloads: list[bytes]) -> list[int]:
+    assert payloads and all(p[0] == 0 for p in payloads)  # really Avro in Confluent framing
+    return [int.from_bytes(p[1:5], "big") for p in payloads]
 
 
 @PATHS
@@ -283,6 +291,13 @@ def test_products_over_a_real_avro_connector_through_add_and_drop_column(
     pg.execute(f"DELETE FROM {table} WHERE id = 4")  # type: ignore[arg-type]
     pg.execute(f"INSERT INTO {table} VALUES (6, 'sprocket', NULL, 0.10, 1)")  # type: ignore[arg-type]
     wait_for_end_offset(kafka, source.topic, 5 + 1 + 2 + 1)
+    # What a job knows before its first batch: the writer schemas of the topic's subjects, read from
+    # their version documents, each the text the registry serves for its id.
+    registry = partial(WriterSchemas, kafka.schema_registry_url, auth=kafka.schema_registry_auth)
+    learnt = registry()
+    learn_topic_schemas(learnt, source.topic)
+    assert set(learnt.known()) == {*value_ids(kafka, source.topic), *key_ids(kafka, source.topic)}
+    assert learnt.known() == {i: registry().get(i) for i in learnt.known()}
     plan = JobPlan.of(
         PRODUCTS, run_config(topic=source.topic, table=f"public.{table}", small_batch_rows=small_batch_rows)
     )

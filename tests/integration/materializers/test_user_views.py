@@ -16,6 +16,7 @@ from records import OrderEvents
 from kafkakit.positions import parse_start
 from materializers import runner
 from materializers.catalog import lookup
+from materializers.errors import ViewUnavailable
 from materializers.job import Job, JobPlan
 from materializers.truth import Difference, Truth, compare
 from materializers.verify import verify
@@ -67,6 +68,18 @@ def order_fold(plan: JobPlan) -> OrderFold:
 
 
 ORDERS_WITH_FOLD = replace(ORDERS, name="orders_fold", builtin_views=("cache",), views=(order_fold,))
+
+
+class RefusedFold(OrderFold):
+    """A view whose store refuses to create its state, as a store without the grant does."""
+
+    def prepare(self, spark: Any) -> None:
+        raise ViewUnavailable("the fold's store refused CREATE: grant it to the job's user")
+
+
+ORDERS_REFUSED = replace(
+    ORDERS, name="orders_refused", builtin_views=("cache",), views=(lambda plan: RefusedFold({}),)
+)
 
 
 @PATHS
@@ -126,3 +139,22 @@ def test_a_user_view_beside_the_cache_on_both_paths(
     driver.join(240)
     assert code == [0]
     assert state == before and [str(d) for d in verify(plan)] == []
+
+
+def test_a_view_that_cannot_create_its_state_stops_the_start_before_any_batch(
+    spark: Any, topics: Any, producer: Any, run_config: Any, endpoints: Any, uid: str
+) -> None:
+    """The views' state is created while Spark plans the source: a view that fails there fails the
+    start with its own error, and no query runs, no offset is planned, nothing reaches the cache."""
+    topic = topics("mat-refused-view")
+    key, value, headers = OrderEvents(endpoints.schema_registry_url, uid).record(
+        "r-1", 1, "order.created", order_id="r-1", customer_id="c-1"
+    )
+    producer.produce(topic, key=key, value=value, headers=headers)
+    producer.flush()
+    plan = JobPlan.of(ORDERS_REFUSED, run_config(topic=topic))
+    with pytest.raises(ViewUnavailable, match="grant it to the job's user"):
+        Job(spark, plan).start(parse_start("earliest"), available_now=True)
+    assert [q.name for q in spark.streams.active if q.name.startswith("orders_refused")] == []
+    assert not (plan.checkpoint / "offsets").exists()
+    assert plan.cache().read("r-1") is None

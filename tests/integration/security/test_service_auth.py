@@ -47,7 +47,7 @@ def _clients(url: str, connect: HttpAuth, registry: HttpAuth) -> dict[str, Calla
         "cdc RegistryClient": lambda: RegistryClient(ccompat, auth=registry)(1).schema_id,
         "eventstore HttpRegistry": lambda: HttpRegistry(ccompat, auth=registry).schema_text(1),
         "materializers WriterSchemas": lambda: WriterSchemas(ccompat, auth=registry).get(1),
-        "materializers registry subjects": lambda: avro_events._subject_ids(ccompat, "orders", registry),
+        "materializers registry subjects": lambda: avro_events._subject_schemas(ccompat, "orders", registry),
     }
 
 
@@ -67,7 +67,7 @@ def test_every_http_client_logs_in_with_the_settings_from_the_environment(https:
         "cdc RegistryClient": 1,
         "eventstore HttpRegistry": SCHEMA,
         "materializers WriterSchemas": SCHEMA,
-        "materializers registry subjects": [],
+        "materializers registry subjects": {},
     }
 
 
