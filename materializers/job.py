@@ -78,10 +78,18 @@ FIELD_MAPS = ("set_fields", "del_fields")  # only the cache reads them; they rep
 # that wait was most of the time a live batch took to read, from a CDC topic and more so from the
 # event store's transactional one (bench/results/kafka-source-fetch.md). Every offset asked for was
 # planned, so nothing is waited for in vain.
+# Spark's reader asks the broker for the partition's earliest and latest offsets after every poll
+# (InternalKafkaConsumer.fetch, Spark 4.2: two ListOffsets round trips), and a poll hands over at most
+# max.poll.records of what the fetch brought (500 by default): 8,000 round trips for 2M records, 19 %
+# of the executors' CPU samples in a backfill. 5,000 per poll: the source alone read 2M Avro records
+# in 6.4 s instead of 9.3-10.5 (warm), a 2M-change warehouse backfill child ran 27.2-33.8 s (median
+# 29.0) instead of 31.7-35.5 (33.4), five alternating pairs (bench/results/history.md). It bounds what
+# a poll returns of data already fetched, not what a fetch holds, nor how long a poll waits.
 SOURCE_FETCH = {
     "kafka.max.partition.fetch.bytes": str(16 << 20),
     "kafka.fetch.max.bytes": str(64 << 20),
     "kafka.fetch.max.wait.ms": "10",
+    "kafka.max.poll.records": "5000",
 }
 
 
