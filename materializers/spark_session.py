@@ -29,6 +29,13 @@ sharing (an AppCDS archive of those classes, mapped instead of loaded) cuts both
 what it was made from (the jars, pyspark, the java binary), so a changed installation makes a new
 one; an archive the JVM cannot use is ignored (`-Xshare:auto`), never fatal. Where:
 `MATERIALIZERS_JVM_CACHE` (default ~/.cache/kafka-toolkit/jvm; `off` disables it).
+
+A local driver takes the jar files on its JVM's class path (`spark.driver.extraClassPath`), not as
+`spark.jars`: its executors are its own threads, so nothing needs shipping, and the JVM archives only
+the classes of its own class path. With `spark.jars` each start copied the jars into the executor's
+work folder, and the Kafka source's, Kafka's and Avro's classes, which a restarted driver's first
+batch loads, were never archived. A cluster's driver keeps `spark.jars` (its executors fetch them).
+`devstack fetch` writes the archive ahead (`warm_class_archive`), with those jars' classes loaded.
 """
 
 from __future__ import annotations
@@ -152,7 +159,13 @@ class SparkJars:
     files: tuple[str, ...] = ()
     packages: tuple[str, ...] = ()
 
-    def conf(self) -> dict[str, str]:
+    def on_class_path(self, master: str) -> bool:
+        """Whether a driver on `master` takes the jar files on its JVM's class path (see the module doc)."""
+        return bool(self.files) and is_local(master)
+
+    def conf(self, master: str) -> dict[str, str]:
+        if self.on_class_path(master):
+            return {"spark.driver.extraClassPath": os.pathsep.join(self.files)}
         if self.files:
             return {"spark.jars": ",".join(self.files)}
         return {"spark.jars.packages": ",".join(self.packages)}
@@ -222,16 +235,20 @@ def java_binary(environ: Mapping[str, str]) -> str:
     return java or shutil.which("java") or "java"
 
 
-def class_archive(jar_paths: Sequence[str], environ: Mapping[str, str] | None = None) -> Path | None:
+def class_archive(
+    jar_paths: Sequence[str], environ: Mapping[str, str] | None = None, *, on_class_path: bool = False
+) -> Path | None:
     """Where this installation's class archive lives (None: disabled), named after what it holds
-    (`jar_paths`: the jar files, or the Maven coordinates Spark resolves)."""
+    (`jar_paths`: the jar files, or the Maven coordinates Spark resolves; `on_class_path`: the files
+    are on the JVM's class path, which a JVM checks before it maps an archive)."""
     env = os.environ if environ is None else environ
     where = env.get(ENV_JVM_CACHE, "")
     if where == "off":
         return None
     import pyspark
 
-    made_of = [*sorted(jar_paths), pyspark.__version__, os.path.realpath(java_binary(env))]
+    how = "class path" if on_class_path else "spark.jars"
+    made_of = [*sorted(jar_paths), how, pyspark.__version__, os.path.realpath(java_binary(env))]
     key = hashlib.sha256("\0".join(made_of).encode()).hexdigest()[:16]
     root = Path(where) if where else toolkit_cache(env) / "jvm"
     return root / f"spark-driver-{key}.jsa"
@@ -262,18 +279,60 @@ def warm_class_archive() -> Path | None:
     import subprocess
 
     located = locate_jars()
-    archive = class_archive(located.files or located.packages)
+    master = "local[1]"
+    archive = class_archive(located.files or located.packages, on_class_path=located.on_class_path(master))
     if archive is None or archive.is_file():
         return archive
     script = (
-        "from materializers import spark_session as s; spark = s.build('local[1]', 'class-archive'); "
-        "spark.range(10).selectExpr('id % 3 as k').groupBy('k').count().collect(); spark.stop()"
+        f"from materializers import spark_session as s; spark = s.build({master!r}, 'class-archive'); "
+        "spark.range(10).selectExpr('id % 3 as k').groupBy('k').count().collect(); "
+        "s.load_source_classes(spark); spark.stop()"
     )
     subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, timeout=300)
     written = sorted(archive.parent.glob(archive.name + ".*.tmp"), key=lambda p: p.stat().st_mtime)
     if written:  # its JVM has exited: the file is whole
         written[-1].replace(archive)
     return archive if archive.is_file() else None
+
+
+# The jars whose classes a restarted driver's first batch loads: the Kafka source, its consumer pool,
+# Kafka's client and Avro (Spark's own jars are archived by any session).
+SOURCE_JARS = ("kafka", "avro", "commons-pool2")
+
+
+def source_classes(jar_paths: Sequence[str]) -> list[str]:
+    """The names of the classes in the Kafka source's and Avro's jars among `jar_paths`."""
+    import zipfile
+
+    names: list[str] = []
+    for jar in jar_paths:
+        if any(part in Path(jar).name for part in SOURCE_JARS):
+            with zipfile.ZipFile(jar) as archive:
+                names += [
+                    entry.removesuffix(".class").replace("/", ".")
+                    for entry in archive.namelist()
+                    if entry.endswith(".class") and "-" not in entry  # not META-INF/..., module-info
+                ]
+    return names
+
+
+def load_source_classes(spark: SparkSession) -> int:
+    """Load (not initialize) the classes of the Kafka source's and Avro's jars on a local driver's
+    class path, so the archive its JVM writes at exit holds them; how many loaded. A class whose
+    optional dependency is absent is skipped, as a JVM that never needs it would."""
+    from py4j.protocol import Py4JJavaError
+
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    loader, for_name = jvm.java.lang.ClassLoader.getSystemClassLoader(), jvm.java.lang.Class.forName
+    loaded = 0
+    for name in source_classes(locate_jars().files):
+        try:
+            for_name(name, False, loader)
+            loaded += 1
+        except Py4JJavaError:
+            continue
+    return loaded
 
 
 ENV_DRIVER_JIT = "MATERIALIZERS_DRIVER_JIT"
@@ -355,10 +414,10 @@ def build(
     choose_arrow_pool()  # before the first batch is collected into Arrow
     located = locate_jars()
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in located.conf().items():
+    for key, value in located.conf(master).items():
         builder = builder.config(key, value)
     options = [COMPILE_HUGE_METHODS, DRIVER_JIT[jit or driver_jit()]]
-    archive = class_archive(located.files or located.packages)
+    archive = class_archive(located.files or located.packages, on_class_path=located.on_class_path(master))
     if archive is not None:
         archive.parent.mkdir(parents=True, exist_ok=True)
         options.append(class_sharing_options(archive, now=time.time(), writer=os.getpid()))

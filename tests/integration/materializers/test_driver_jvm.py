@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from materializers.spark_session import (
     CHECKPOINT_FILES,
     DRIVER_JIT,
+    ENV_JVM_CACHE,
     SIZED_BY_PARALLELISM,
     driver_heap,
     host_memory,
@@ -69,7 +71,14 @@ def test_the_full_jits_thresholds_are_flags_the_installed_jvm_takes() -> None:
 def test_jars_come_from_the_located_files_and_partitions_follow_the_master(spark: Any) -> None:
     located = locate_jars()
     assert located.files, "the test stack's jars are fetched: the driver uses files, not Ivy"
-    assert spark.sparkContext.getConf().get("spark.jars") == ",".join(located.files)
+    # a local driver has them on its JVM's class path (nothing shipped to executors)
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.driver.extraClassPath") == os.pathsep.join(located.files)
+    assert not conf.contains("spark.jars")
+    jvm = spark.sparkContext._jvm
+    system = jvm.java.lang.ClassLoader.getSystemClassLoader()
+    provider = system.loadClass("org.apache.spark.sql.kafka010.KafkaSourceProvider")
+    assert provider.getClassLoader().equals(system)
     # the fixture's master is local[2]: two cores, two partitions; nothing hard-wired
     assert spark.sparkContext.defaultParallelism == 2
     assert [spark.conf.get(key) for key in SIZED_BY_PARALLELISM] == ["2", "2"]
@@ -122,3 +131,35 @@ def test_checkpoints_are_written_by_the_file_system_manager_and_resume(spark: An
         "0",
         "1",
     ]
+
+
+def test_a_warmed_class_archive_maps_the_kafka_sources_classes_in_a_later_driver(tmp_path: Path) -> None:
+    """`devstack fetch` writes the archive with the Kafka source's classes loaded; a driver started
+    later maps them from it (the JVM's class-load log says where each class came from)."""
+    env = {**os.environ, ENV_JVM_CACHE: str(tmp_path / "jvm")}
+    warm = "from materializers import spark_session as s; print(s.warm_class_archive())"
+    written = subprocess.run(
+        [sys.executable, "-c", warm], env=env, capture_output=True, text=True, timeout=600, check=True
+    ).stdout.strip()
+    archive = Path(written.splitlines()[-1])
+    assert archive.parent == tmp_path / "jvm" and archive.is_file()
+    later = (
+        "from materializers import spark_session as s; spark = s.build('local[1]', 'later'); "
+        "spark.read.format('kafka').option('kafka.bootstrap.servers', '127.0.0.1:9')"
+        ".option('subscribe', 't').load().schema; spark.stop()"
+    )
+    logs = tmp_path / "loads"
+    logs.mkdir()
+    subprocess.run(
+        [sys.executable, "-c", later],
+        env={**env, "JAVA_TOOL_OPTIONS": f"-Xlog:class+load=info:file={logs}/%p.log"},
+        capture_output=True,
+        timeout=600,
+        check=True,
+    )
+    loads = [
+        line for log in logs.glob("*.log") for line in log.read_text().splitlines() if " source: " in line
+    ]
+    provider = [line for line in loads if "org.apache.spark.sql.kafka010.KafkaSourceProvider " in line]
+    assert provider and all("source: shared objects file" in line for line in provider), provider
+    assert not list(archive.parent.glob("*.tmp"))  # mapped, so not written again

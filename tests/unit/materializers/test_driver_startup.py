@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from materializers.spark_session import class_archive, class_sharing_options
+from materializers.spark_session import class_archive, class_sharing_options, source_classes
 
 
 def test_the_archive_is_named_after_the_jars_and_can_be_turned_off(tmp_path: Path) -> None:
@@ -17,6 +18,32 @@ def test_the_archive_is_named_after_the_jars_and_can_be_turned_off(tmp_path: Pat
     assert class_archive(["/j/b.jar", "/j/a.jar"], env) == one  # order does not matter
     assert class_archive(["/j/a.jar", "/j/c.jar"], env) != one  # other classes, another archive
     assert class_archive(["/j/a.jar"], {"MATERIALIZERS_JVM_CACHE": "off"}) is None
+    # a JVM maps an archive only with the class path it was written with
+    assert class_archive(["/j/a.jar", "/j/b.jar"], env, on_class_path=True) != one
+
+
+def test_the_archive_is_warmed_with_the_kafka_sources_and_avros_classes(tmp_path: Path) -> None:
+    def jar(name: str, *entries: str) -> str:
+        path = tmp_path / name
+        with zipfile.ZipFile(path, "w") as archive:
+            for entry in entries:
+                archive.writestr(entry, b"")
+        return str(path)
+
+    jars = [
+        jar("spark-sql-kafka-0-10_2.13-4.2.0.jar", "org/apache/spark/sql/kafka010/KafkaSourceProvider.class",
+            "META-INF/versions/9/module-info.class", "META-INF/services/x"),
+        jar("kafka-clients-3.9.2.jar", "org/apache/kafka/clients/consumer/KafkaConsumer$1.class"),
+        jar("spark-avro_2.13-4.2.0.jar", "org/apache/spark/sql/avro/AvroDataToCatalyst.class", "module-info.class"),
+        jar("commons-pool2-2.13.1.jar", "org/apache/commons/pool2/ObjectPool.class"),
+        jar("delta-spark_2.13-4.4.0.jar", "io/delta/tables/DeltaTable.class"),  # loaded by any session
+    ]  # fmt: skip
+    assert source_classes(jars) == [
+        "org.apache.spark.sql.kafka010.KafkaSourceProvider",
+        "org.apache.kafka.clients.consumer.KafkaConsumer$1",
+        "org.apache.spark.sql.avro.AvroDataToCatalyst",
+        "org.apache.commons.pool2.ObjectPool",
+    ]
 
 
 def test_a_jvm_writes_its_own_file_which_a_later_start_promotes_once_settled(tmp_path: Path) -> None:

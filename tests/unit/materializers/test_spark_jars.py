@@ -4,6 +4,7 @@ coordinates Spark resolves itself; never the dev stack or a source tree."""
 from __future__ import annotations
 
 import ast
+import os
 from importlib.metadata import version
 from pathlib import Path
 
@@ -32,7 +33,11 @@ def test_the_setting_names_folders_and_files(tmp_path: Path) -> None:
         f"spark-sql-kafka-0-10_2.13-{SPARK}.jar",
         "delta-spark_2.13.jar",
     ]
-    assert found.conf() == {"spark.jars": ",".join(found.files)}
+    # a local driver's executors are its threads: the files go on its JVM's class path, where its
+    # class archive can hold their classes; a cluster's executors fetch them (spark.jars)
+    assert found.conf("local[2]") == {"spark.driver.extraClassPath": os.pathsep.join(found.files)}
+    assert found.on_class_path("local[*]") and not found.on_class_path("spark://m:7077")
+    assert found.conf("spark://m:7077") == {"spark.jars": ",".join(found.files)}
 
 
 def test_a_setting_naming_nothing_usable_is_refused_with_the_fix(tmp_path: Path) -> None:
@@ -47,7 +52,8 @@ def test_a_setting_naming_nothing_usable_is_refused_with_the_fix(tmp_path: Path)
 
 def test_unset_the_toolkit_cache_for_these_versions_then_spark_resolves_coordinates(tmp_path: Path) -> None:
     assert locate_jars({"TOOLKIT_CACHE": str(tmp_path)}) == SparkJars(packages=packages())
-    assert SparkJars(packages=packages()).conf() == {
+    assert not SparkJars(packages=packages()).on_class_path("local[2]")  # Ivy's jars: spark.jars.packages
+    assert SparkJars(packages=packages()).conf("local[2]") == {
         "spark.jars.packages": f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK},"
         f"org.apache.spark:spark-avro_2.13:{SPARK},io.delta:delta-spark_2.13:{DELTA}"
     }
