@@ -30,8 +30,9 @@ what it was made from (the jars, pyspark, the java binary), so a changed install
 one; an archive the JVM cannot use is ignored (`-Xshare:auto`), never fatal. Where:
 `MATERIALIZERS_JVM_CACHE` (default ~/.cache/kafka-toolkit/jvm; `off` disables it).
 
-A local driver takes the jar files on its JVM's class path (`spark.driver.extraClassPath`), not as
-`spark.jars`: its executors are its own threads, so nothing needs shipping, and the JVM archives only
+A local driver takes the jar files on its JVM's class path (after any `spark.driver.extraClassPath`
+of yours: `spark.driver.defaultExtraClassPath`, beside Spark's own entry), not as `spark.jars`: its
+executors are its own threads, so nothing needs shipping, and the JVM archives only
 the classes of its own class path. With `spark.jars` each start copied the jars into the executor's
 work folder, and the Kafka source's, Kafka's and Avro's classes, which a restarted driver's first
 batch loads, were never archived. A cluster's driver keeps `spark.jars` (its executors fetch them).
@@ -148,6 +149,10 @@ ENV_DRIVER_MEMORY = "SPARK_DRIVER_MEMORY"
 LOCAL_HEAP_SHARE = 4  # the JVM's own default (MaxRAMPercentage=25)
 SPARK_DRIVER_HEAP_MIB = 1024
 ENV_SPARK_JARS = "MATERIALIZERS_SPARK_JARS"
+# The driver class path Spark's launcher appends to the user's (`spark.driver.extraClassPath`), and
+# its own value for it (SparkLauncher.DRIVER_DEFAULT_EXTRA_CLASS_PATH_VALUE), kept first.
+DEFAULT_CLASS_PATH = "spark.driver.defaultExtraClassPath"
+SPARK_DEFAULT_CLASS_PATH = "hive-jackson/*"
 SCALA = "2.13"  # the only Scala pyspark 4 is built for
 KAFKA_SOURCE = "spark-sql-kafka-0-10"
 
@@ -165,7 +170,8 @@ class SparkJars:
 
     def conf(self, master: str) -> dict[str, str]:
         if self.on_class_path(master):
-            return {"spark.driver.extraClassPath": os.pathsep.join(self.files)}
+            # Spark's launcher puts this after `spark.driver.extraClassPath`, which stays the user's
+            return {DEFAULT_CLASS_PATH: os.pathsep.join((SPARK_DEFAULT_CLASS_PATH, *self.files))}
         if self.files:
             return {"spark.jars": ",".join(self.files)}
         return {"spark.jars.packages": ",".join(self.packages)}

@@ -71,17 +71,23 @@ def test_the_full_jits_thresholds_are_flags_the_installed_jvm_takes() -> None:
 def test_jars_come_from_the_located_files_and_partitions_follow_the_master(spark: Any) -> None:
     located = locate_jars()
     assert located.files, "the test stack's jars are fetched: the driver uses files, not Ivy"
-    # a local driver has them on its JVM's class path (nothing shipped to executors)
+    # a local driver has them on its JVM's class path (nothing shipped to executors), after any
+    # spark.driver.extraClassPath of the user's
     conf = spark.sparkContext.getConf()
-    assert conf.get("spark.driver.extraClassPath") == os.pathsep.join(located.files)
-    assert not conf.contains("spark.jars")
-    jvm = spark.sparkContext._jvm
-    system = jvm.java.lang.ClassLoader.getSystemClassLoader()
+    assert conf.get("spark.driver.defaultExtraClassPath").split(os.pathsep)[1:] == list(located.files)
+    assert not conf.contains("spark.jars") and not conf.contains("spark.driver.extraClassPath")
+    class_path = str(jvm_property(spark, "java.class.path")).split(os.pathsep)
+    assert set(located.files) <= set(class_path)
+    system = spark.sparkContext._jvm.java.lang.ClassLoader.getSystemClassLoader()
     provider = system.loadClass("org.apache.spark.sql.kafka010.KafkaSourceProvider")
     assert provider.getClassLoader().equals(system)
     # the fixture's master is local[2]: two cores, two partitions; nothing hard-wired
     assert spark.sparkContext.defaultParallelism == 2
     assert [spark.conf.get(key) for key in SIZED_BY_PARALLELISM] == ["2", "2"]
+
+
+def jvm_property(spark: Any, name: str) -> Any:
+    return spark.sparkContext._jvm.java.lang.System.getProperty(name)
 
 
 def test_a_driver_sized_collect_comes_back_whole_as_direct_task_results(spark: Any) -> None:
@@ -163,3 +169,31 @@ def test_a_warmed_class_archive_maps_the_kafka_sources_classes_in_a_later_driver
     provider = [line for line in loads if "org.apache.spark.sql.kafka010.KafkaSourceProvider " in line]
     assert provider and all("source: shared objects file" in line for line in provider), provider
     assert not list(archive.parent.glob("*.tmp"))  # mapped, so not written again
+
+
+def test_a_users_driver_class_path_stays_first_on_a_local_driver(tmp_path: Path) -> None:
+    """`spark.driver.extraClassPath` from the user's spark-defaults.conf is not replaced by the
+    toolkit's jars: Spark's launcher puts it before them."""
+    (tmp_path / "spark-defaults.conf").write_text(f"spark.driver.extraClassPath {tmp_path / 'mine.jar'}\n")
+    probe = (
+        "from materializers import spark_session as s; spark = s.build('local[1]', 'class-path'); "
+        "print(spark.sparkContext._jvm.java.lang.System.getProperty('java.class.path')); spark.stop()"
+    )
+    shown = (
+        subprocess.run(
+            [sys.executable, "-c", probe],
+            env={**os.environ, "SPARK_CONF_DIR": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    class_path = shown.split(os.pathsep)
+    mine, theirs = (
+        class_path.index(str(tmp_path / "mine.jar")),
+        [class_path.index(j) for j in locate_jars().files],
+    )
+    assert mine < min(theirs)

@@ -35,7 +35,11 @@ def test_the_setting_names_folders_and_files(tmp_path: Path) -> None:
     ]
     # a local driver's executors are its threads: the files go on its JVM's class path, where its
     # class archive can hold their classes; a cluster's executors fetch them (spark.jars)
-    assert found.conf("local[2]") == {"spark.driver.extraClassPath": os.pathsep.join(found.files)}
+    # (after the user's spark.driver.extraClassPath, which Spark's launcher puts first; Spark's own
+    # default entry kept)
+    assert found.conf("local[2]") == {
+        "spark.driver.defaultExtraClassPath": os.pathsep.join(("hive-jackson/*", *found.files))
+    }
     assert found.on_class_path("local[*]") and not found.on_class_path("spark://m:7077")
     assert found.conf("spark://m:7077") == {"spark.jars": ",".join(found.files)}
 
