@@ -168,6 +168,10 @@ class SparkJars:
         """Whether a driver on `master` takes the jar files on its JVM's class path (see the module doc)."""
         return bool(self.files) and is_local(master)
 
+    def archive(self, master: str) -> Path | None:
+        """The class archive of a driver on `master` taking these jars (`class_archive`)."""
+        return class_archive(self.files or self.packages, on_class_path=self.on_class_path(master))
+
     def conf(self, master: str) -> dict[str, str]:
         if self.on_class_path(master):
             # Spark's launcher puts this after `spark.driver.extraClassPath`, which stays the user's
@@ -286,7 +290,7 @@ def warm_class_archive() -> Path | None:
 
     located = locate_jars()
     master = "local[1]"
-    archive = class_archive(located.files or located.packages, on_class_path=located.on_class_path(master))
+    archive = located.archive(master)
     if archive is None or archive.is_file():
         return archive
     script = (
@@ -423,7 +427,7 @@ def build(
     for key, value in located.conf(master).items():
         builder = builder.config(key, value)
     options = [COMPILE_HUGE_METHODS, DRIVER_JIT[jit or driver_jit()]]
-    archive = class_archive(located.files or located.packages, on_class_path=located.on_class_path(master))
+    archive = located.archive(master)
     if archive is not None:
         archive.parent.mkdir(parents=True, exist_ok=True)
         options.append(class_sharing_options(archive, now=time.time(), writer=os.getpid()))
