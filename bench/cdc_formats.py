@@ -15,9 +15,12 @@ ratio), `json-schemaless`, `avro` (Apicurio's AvroConverter, Confluent framing).
    connectors at once, so each topic holds `--records` (2,000,000) change records: a snapshot read per
    row, then its updates. The connectors and slots are then dropped; the topics stay for phase 3.
 3. Spark (`local[2]`, `materializers.spark_session.build`: the same settings for ours and the peer):
-   per format, in one session, decode rows/s per core (the Kafka read alone, the products materializer's
-   decoder, the peer's decode; each into Spark's `noop` sink), then the warehouse backfill of the
-   whole topic, each job in a driver process of its own (`backfill_in_new_driver`): ours (the
+   per format, decode rows/s per core (the Kafka read alone, the products materializer's decoder, the
+   peer's decode; each into Spark's `noop` sink, in one driver), then the warehouse backfill of the
+   whole topic; every driver a process of its own (`in_new_driver`), started by this one, which
+   holds no JVM of its own (a stopped session's JVM lives on in its Python process: 1.6-1.8 GB
+   resident beside the backfills, it slowed ours by 10-20 %, the peer not, bench/results/history.md):
+   ours (the
    `products` materializer, warehouse view only, history + current tables, its default batch sizes)
    and the peer (`bench/peer_delta_job.py`: newest change per key, MERGE, 8 batches), each
    `--backfill-rounds` (3) times, alternating which goes first; each job's median run is reported
@@ -72,6 +75,7 @@ from cdc_bench import (
     _stat_fields,
     delete_topics,
     environment,
+    first_touch_us_per_page,
     register,
     summarize_ms,
 )
@@ -510,7 +514,7 @@ def noop_seconds(frame: DataFrame) -> float:
     return time.monotonic() - began
 
 
-def decoders(ctx: Context, fmt: str, topic: str) -> dict[str, Callable[[DataFrame], DataFrame]]:
+def decoders(ctx: Where, fmt: str, topic: str) -> dict[str, Callable[[DataFrame], DataFrame]]:
     """The Kafka read alone, our decoder (writer schemas learnt before the clock starts), the peer's."""
     ours = ctx.products.decoder()
     schemas = WriterSchemas(ctx.registry_url)
@@ -521,7 +525,7 @@ def decoders(ctx: Context, fmt: str, topic: str) -> dict[str, Callable[[DataFram
     }
 
 
-def measure_decode(ctx: Context, spark: SparkSession, fmt: str, topic: str) -> dict[str, Any]:
+def measure_decode(ctx: Where, spark: SparkSession, fmt: str, topic: str) -> dict[str, Any]:
     cores = int(spark.sparkContext.defaultParallelism)
     ways = decoders(ctx, fmt, topic)
     for build in ways.values():  # warm-up on a twentieth of the topic (JIT, Kafka consumers)
@@ -652,16 +656,9 @@ def rates(records: int, seconds: float, spark: SparkSession) -> dict[str, Any]:
 
 
 def spark_phase(ctx: Context, topics: Mapping[str, str], out: dict[str, dict[str, Any]]) -> None:
-    # the JIT `materializers start` picks for a driver this far behind (MATERIALIZERS_DRIVER_JIT)
-    jit = spark_session.driver_jit(backlog=ctx.settings.records)
-    spark = spark_session.build(RunConfig.from_env().master, "bench-cdc-formats", jit=jit)
-    try:
-        for fmt, topic in topics.items():
-            log.info("[%s] decode", fmt)
-            out[fmt]["decode"] = measure_decode(ctx, spark, fmt, topic)
-    finally:  # on SIGTERM/Ctrl-C too, when the session may be half gone: never mask the first error
-        with suppress(Exception):
-            spark.stop()
+    for fmt, topic in topics.items():
+        log.info("[%s] decode", fmt)
+        out[fmt]["decode"] = in_new_driver(ctx, "decode", fmt, topic, 0)
     for i, (fmt, topic) in enumerate(topics.items()):
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in BACKFILLS}
         order: list[str] = []
@@ -669,7 +666,7 @@ def spark_phase(ctx: Context, topics: Mapping[str, str], out: dict[str, dict[str
             for name in BACKFILLS if (i + round_) % 2 == 0 else reversed(BACKFILLS):
                 log.info("[%s] backfill %d: %s", fmt, round_ + 1, name)
                 order.append(name)
-                runs[name].append(backfill_in_new_driver(ctx, name, fmt, topic, round_))
+                runs[name].append(in_new_driver(ctx, name, fmt, topic, round_))
                 log.info("[%s] backfill %s: %s rows/s", fmt, name, runs[name][-1]["rows_per_s"])
                 out[fmt]["backfill"] = backfill_summary(runs, order)  # kept as it grows
 
@@ -684,6 +681,7 @@ def backfill_summary(runs: Mapping[str, Sequence[dict[str, Any]]], order: Sequen
             result[who] = {
                 **ranked[(len(ranked) - 1) // 2],
                 "rows_per_s_runs": [r["rows_per_s"] for r in done],
+                "first_touch_us_per_page_runs": [r.get("first_touch_us_per_page") for r in done],
             }
     if all(runs.get(who) for who in BACKFILLS):
         result["ours_vs_peer"] = round(result["ours"]["rows_per_s"] / result["peer"]["rows_per_s"], 2)
@@ -696,15 +694,16 @@ BACKFILLS: dict[str, Callable[[Where, SparkSession, str, str], dict[str, Any]]] 
     "ours": backfill_ours,
     "peer": backfill_peer,
 }
+IN_DRIVER = {**BACKFILLS, "decode": measure_decode}  # what `in_new_driver` runs
 
 
-def backfill_in_new_driver(where: Where, who: str, fmt: str, topic: str, round_: int) -> dict[str, Any]:
-    """One backfill (`who`: ours or the peer) in a driver process of its own, as a user starts either
-    job: each on a JVM of its own, cold. In one shared JVM the job run second found the JIT warmed by
+def in_new_driver(where: Where, who: str, fmt: str, topic: str, round_: int) -> dict[str, Any]:
+    """One backfill (`who`: ours or the peer) or the decode measures in a driver process of its own,
+    as a user starts either job: each on a JVM of its own, cold. In one shared JVM the job run second found the JIT warmed by
     the first (Kafka source, Avro, Arrow, Spark's planner compiled): the peer run after ours backfilled
     the same 2M records in 86 s, alone in 119 s. Each round starts from nothing: tables and
     checkpoint in a directory of its own, removed once its result is read."""
-    work = where.work / f"backfill-{who}-{ident(fmt)}-{round_}"
+    work = where.work / f"{who}-{ident(fmt)}-{round_}"
     work.mkdir(parents=True)
     out = work / "result.json"
     child = {
@@ -717,8 +716,12 @@ def backfill_in_new_driver(where: Where, who: str, fmt: str, topic: str, round_:
         "records": where.settings.records,
         "out": str(out),
     }
+    touch_us = first_touch_us_per_page()
     subprocess.run([sys.executable, __file__, BACKFILL_CHILD, json.dumps(child)], check=True)
-    result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    result: dict[str, Any] = {
+        **json.loads(out.read_text(encoding="utf-8")),
+        "first_touch_us_per_page": touch_us,
+    }
     shutil.rmtree(work, ignore_errors=True)
     return result
 
@@ -727,8 +730,8 @@ BACKFILL_CHILD = "--backfill-child"
 
 
 def backfill_child(arg: str) -> int:
-    """The child of `backfill_in_new_driver`: a session with the JIT `materializers start` picks for a
-    driver that far behind, one backfill, its result written as JSON."""
+    """The child of `in_new_driver`: a session with the JIT `materializers start` picks for a driver
+    that far behind, one backfill (or the decode measures), its result written as JSON."""
     child = json.loads(arg)
     settings = Settings.from_args(
         ["--rows", str(child["rows"]), "--records", str(child["records"]), "--formats", child["format"]]
@@ -737,7 +740,7 @@ def backfill_child(arg: str) -> int:
     jit = spark_session.driver_jit(backlog=settings.records)
     spark = spark_session.build(RunConfig.from_env().master, f"bench-cdc-formats-{child['who']}", jit=jit)
     try:
-        result = BACKFILLS[child["who"]](where, spark, child["format"], child["topic"])
+        result = IN_DRIVER[child["who"]](where, spark, child["format"], child["topic"])
     finally:
         with suppress(Exception):
             for active in spark.streams.active:
@@ -962,7 +965,8 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         f"`{results['environment'].get('driver_jit', 'quick')}` for ours and the peer: `materializers start`'s "
         "pick for a driver that far behind; each backfill in a fresh driver process, as a user starts "
         "either job); load average "
-        f"{results['environment'].get('loadavg_start')} -> {results.get('loadavg_end')}. Ratios are vs `json` "
+        f"{results['environment'].get('loadavg_start')} -> {results.get('loadavg_end')}; a fresh page's first "
+        f"touch at the start {results['environment'].get('first_touch_us_per_page')} µs. Ratios are vs `json` "
         "(JsonConverter with inline schemas). Every number comes from this run: `cdc-formats.json`.",
         "",
     ]
@@ -1031,8 +1035,14 @@ def _backfill_tables(formats: Mapping[str, Any]) -> list[str]:
                 for who in BACKFILLS
                 if who in r["backfill"]
             )
+            touch = "; ".join(
+                f"{who} {', '.join(str(v) for v in r['backfill'][who].get('first_touch_us_per_page_runs', []))}"
+                for who in BACKFILLS
+                if who in r["backfill"]
+            )
             lines += ["", f"{fmt}: each job's median run of {len(order) // len(BACKFILLS)} (in the order "
-                      f"{', '.join(order)}; rows/s of every run: {every})."]  # fmt: skip
+                      f"{', '.join(order)}; rows/s of every run: {every}; a fresh page's first touch just "
+                      f"before each run, µs: {touch})."]  # fmt: skip
     lines += ["", "Where each second went (summed over the batches; ours: Spark's steps and the job's own "
               "steps inside addBatch, from the job's timeline.jsonl; the peer: Spark's steps):", ""]  # fmt: skip
     for fmt, r in formats.items():
