@@ -1057,7 +1057,7 @@ TOUCH_PROBE_BYTES = 256 << 20
 def first_touch_us_per_page(size: int = TOUCH_PROBE_BYTES) -> float:
     """Microseconds to fault in one fresh 4 KiB page of anonymous memory now: `size` bytes allocated
     and written a byte per page. On our machines (a nested VM whose host takes freed guest memory
-    back) it ranged from ~1 us to ~9 us within a session: memory the guest has not touched since boot
+    back) it ranged from ~2 us to ~9 us within a session: memory the guest has not touched since boot
     or gave back costs the host's fault too. A backfill faults in millions of pages (the driver's JVM
     heap alone ~1.1M in a 2M-change run), so the same code's rows/s follows this; it is recorded
     beside each measurement, not corrected for."""

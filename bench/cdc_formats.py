@@ -20,8 +20,8 @@ ratio), `json-schemaless`, `avro` (Apicurio's AvroConverter, Confluent framing).
    whole topic; every driver a process of its own (`in_new_driver`), started by this one, which
    holds no JVM of its own (a stopped session's JVM lives on in its Python process: 1.6-1.8 GB
    resident beside the backfills, it slowed ours by 10-20 %, the peer not, bench/results/history.md):
-   ours (the
-   `products` materializer, warehouse view only, history + current tables, its default batch sizes)
+   ours (the `products` materializer, warehouse view only, history + current tables, its default batch
+   sizes)
    and the peer (`bench/peer_delta_job.py`: newest change per key, MERGE, 8 batches), each
    `--backfill-rounds` (3) times, alternating which goes first; each job's median run is reported
    (a job's rate moved by ~10 % between runs of the same code on this machine). Every table is
@@ -699,9 +699,9 @@ IN_DRIVER = {**BACKFILLS, "decode": measure_decode}  # what `in_new_driver` runs
 
 def in_new_driver(where: Where, who: str, fmt: str, topic: str, round_: int) -> dict[str, Any]:
     """One backfill (`who`: ours or the peer) or the decode measures in a driver process of its own,
-    as a user starts either job: each on a JVM of its own, cold. In one shared JVM the job run second found the JIT warmed by
-    the first (Kafka source, Avro, Arrow, Spark's planner compiled): the peer run after ours backfilled
-    the same 2M records in 86 s, alone in 119 s. Each round starts from nothing: tables and
+    as a user starts either job: each on a JVM of its own, cold. In one shared JVM the job run second
+    found the JIT warmed by the first (Kafka source, Avro, Arrow, Spark's planner compiled): the peer
+    run after ours backfilled the same 2M records in 86 s, alone in 119 s. Each round starts from nothing: tables and
     checkpoint in a directory of its own, removed once its result is read."""
     work = where.work / f"{who}-{ident(fmt)}-{round_}"
     work.mkdir(parents=True)
@@ -1030,16 +1030,8 @@ def _backfill_tables(formats: Mapping[str, Any]) -> list[str]:
     for fmt, r in formats.items():
         order = _get(r, "backfill", "order")
         if order:
-            every = "; ".join(
-                f"{who} {', '.join(f'{v:,}' for v in r['backfill'][who]['rows_per_s_runs'])}"
-                for who in BACKFILLS
-                if who in r["backfill"]
-            )
-            touch = "; ".join(
-                f"{who} {', '.join(str(v) for v in r['backfill'][who].get('first_touch_us_per_page_runs', []))}"
-                for who in BACKFILLS
-                if who in r["backfill"]
-            )
+            every = _per_job(r["backfill"], "rows_per_s_runs", "{:,}")
+            touch = _per_job(r["backfill"], "first_touch_us_per_page_runs", "{}")
             lines += ["", f"{fmt}: each job's median run of {len(order) // len(BACKFILLS)} (in the order "
                       f"{', '.join(order)}; rows/s of every run: {every}; a fresh page's first touch just "
                       f"before each run, µs: {touch})."]  # fmt: skip
@@ -1052,6 +1044,15 @@ def _backfill_tables(formats: Mapping[str, Any]) -> list[str]:
                 steps = ", ".join(f"{k} {v:g}" for k, v in b["seconds_by_step"].items())
                 lines.append(f"- {fmt}, {who} ({b['seconds']} s wall, {b['batches']} batches): {steps}")
     return [*lines, ""]
+
+
+def _per_job(backfill: Mapping[str, Any], runs: str, form: str) -> str:
+    """Each job's `runs` list of the backfill, its values formatted with `form` ("ours 1, 2; peer 3")."""
+    return "; ".join(
+        f"{who} {', '.join(form.format(v) for v in backfill[who].get(runs, []))}"
+        for who in BACKFILLS
+        if who in backfill
+    )
 
 
 def _latency_table(formats: Mapping[str, Any], rates_: Sequence[int]) -> list[str]:
