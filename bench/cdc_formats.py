@@ -21,8 +21,7 @@ ratio), `json-schemaless`, `avro` (Apicurio's AvroConverter, Confluent framing).
    holds no JVM of its own (a stopped session's JVM lives on in its Python process: 1.6-1.8 GB
    resident beside the backfills, it slowed ours by 10-20 %, the peer not, bench/results/history.md):
    ours (the `products` materializer, warehouse view only, history + current tables, its default batch
-   sizes)
-   and the peer (`bench/peer_delta_job.py`: newest change per key, MERGE, 8 batches), each
+   sizes) and the peer (`bench/peer_delta_job.py`: newest change per key, MERGE, 8 batches), each
    `--backfill-rounds` (3) times, alternating which goes first; each job's median run is reported
    (a job's rate moved by ~10 % between runs of the same code on this machine). Every table is
    checked for the same rows and sum of stock. Where the time
@@ -701,8 +700,8 @@ def in_new_driver(where: Where, who: str, fmt: str, topic: str, round_: int) -> 
     """One backfill (`who`: ours or the peer) or the decode measures in a driver process of its own,
     as a user starts either job: each on a JVM of its own, cold. In one shared JVM the job run second
     found the JIT warmed by the first (Kafka source, Avro, Arrow, Spark's planner compiled): the peer
-    run after ours backfilled the same 2M records in 86 s, alone in 119 s. Each round starts from nothing: tables and
-    checkpoint in a directory of its own, removed once its result is read."""
+    run after ours backfilled the same 2M records in 86 s, alone in 119 s. Each round starts from
+    nothing: tables and checkpoint in a directory of its own, removed once its result is read."""
     work = where.work / f"{who}-{ident(fmt)}-{round_}"
     work.mkdir(parents=True)
     out = work / "result.json"
@@ -717,7 +716,7 @@ def in_new_driver(where: Where, who: str, fmt: str, topic: str, round_: int) -> 
         "out": str(out),
     }
     touch_us = first_touch_us_per_page()
-    subprocess.run([sys.executable, __file__, BACKFILL_CHILD, json.dumps(child)], check=True)
+    subprocess.run([sys.executable, __file__, DRIVER_CHILD, json.dumps(child)], check=True)
     result: dict[str, Any] = {
         **json.loads(out.read_text(encoding="utf-8")),
         "first_touch_us_per_page": touch_us,
@@ -726,10 +725,10 @@ def in_new_driver(where: Where, who: str, fmt: str, topic: str, round_: int) -> 
     return result
 
 
-BACKFILL_CHILD = "--backfill-child"
+DRIVER_CHILD = "--driver-child"
 
 
-def backfill_child(arg: str) -> int:
+def driver_child(arg: str) -> int:
     """The child of `in_new_driver`: a session with the JIT `materializers start` picks for a driver
     that far behind, one backfill (or the decode measures), its result written as JSON."""
     child = json.loads(arg)
@@ -963,8 +962,8 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         f"rows/s ({s['latency_warmup_s']:g} s warm-up + {s['latency_seconds']:g} s measured each). "
         f"{os.cpu_count()} cores shared by the stack, the bench and Spark (`local[2]`, driver JIT "
         f"`{results['environment'].get('driver_jit', 'quick')}` for ours and the peer: `materializers start`'s "
-        "pick for a driver that far behind; each backfill in a fresh driver process, as a user starts "
-        "either job); load average "
+        "pick for a driver that far behind; each backfill, and the decode, in a fresh driver process, as "
+        "a user starts either job); load average "
         f"{results['environment'].get('loadavg_start')} -> {results.get('loadavg_end')}; a fresh page's first "
         f"touch at the start {results['environment'].get('first_touch_us_per_page')} µs. Ratios are vs `json` "
         "(JsonConverter with inline schemas). Every number comes from this run: `cdc-formats.json`.",
@@ -1230,8 +1229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noisy in ("httpx", "py4j"):  # a line per REST poll / per Py4J callback drowns the progress
         logging.getLogger(noisy).setLevel(logging.WARNING)
     args = sys.argv[1:] if argv is None else list(argv)
-    if args[:1] == [BACKFILL_CHILD]:
-        return backfill_child(args[1])
+    if args[:1] == [DRIVER_CHILD]:
+        return driver_child(args[1])
     settings = Settings.from_args(args)
     # SIGTERM -> SystemExit in the main thread: `finally` still removes what the run created.
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
