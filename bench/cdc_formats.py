@@ -812,6 +812,7 @@ def one_rate(
                 **summarize_ms(p.latencies_ms),
                 "unseen_at_end": len(p.pending),
                 "poll_s": p.every_s,
+                "read_on": "commit" if p.commits is not None else "poll",
                 "poll_errors": len(p.errors),
             }
             for p in probers
