@@ -103,11 +103,12 @@ def stray_del_files(index: Path) -> set[str]:
 
 def assert_holds(index: Path, last: int) -> None:
     """The index opens, its batch marker is `last` and it holds exactly batches 0..last: each
-    entity's one document (live or tombstone) plus the marker, the live ones as the model says."""
+    entity's one document (live or tombstone) plus the batch and high-water markers, the live ones
+    as the model says."""
     view = SearchIndex(path=index, text_fields=TEXT_FIELDS)
     assert view.last_batch(APP_ID) == last
     assert view.live_documents() == expected_documents(last)
-    assert view.index().searcher().num_docs == (ENTITIES + 1 if last >= 0 else 0)
+    assert view.index().searcher().num_docs == (ENTITIES + 2 if last >= 0 else 0)
 
 
 @pytest.mark.parametrize("kills", [1, 2], ids=["killed-once", "rerun-killed-again"])
