@@ -214,7 +214,7 @@ class SearchIndex:
         # (same opstamps, same names) would fail on them with FileAlreadyExists. Tantivy removes
         # unreferenced files only after its own commits and merges: remove them first.
         writer.garbage_collect_files()
-        changed = 0
+        changed, unseen = 0, high != ""  # an empty index holds no document to delete
         try:
             # Looked up a slice at a time: a backfill batch's stored documents at once would be
             # hundreds of MB of Python dicts.
@@ -222,13 +222,12 @@ class SearchIndex:
                 part = todo[start : start + LOOKUP_SLICE]
                 wanted = {c.entity for c in part if not blind or needs_stored(c, high, self.text_fields)}
                 stored = self._stored_of(searcher, list(wanted)) if wanted else {}
-                unseen = high != ""  # an empty index holds no document to delete
                 for change in part:
                     found, looked = stored.get(change.entity), change.entity in wanted
                     changed += self._put(writer, change, found, unseen=unseen and not looked)
             self._mark(writer, marker, str(batch_id))
             if high is not None:
-                self._mark(writer, HIGH_KEY, max(high, *(c.position for c in todo)))
+                self._mark(writer, HIGH_KEY, max([high, *(c.position for c in todo)]))
             writer.commit()
         except BaseException:
             writer.rollback()

@@ -104,3 +104,11 @@ def test_an_index_without_the_mark_looks_every_change_up_and_gets_no_mark(tmp_pa
     assert index.read("1") == {"name": "five", "note": "n"}
     assert index.read("2") == {"name": "six"}
     assert documents_of(index, HIGH_KEY) == []
+
+
+def test_a_batch_of_no_change_keeps_the_mark(tmp_path: Path) -> None:
+    index = SearchIndex(tmp_path / "search", TEXT)
+    index.apply_batch(APP, 0, [put("1", 7, name="seven")])
+    assert index.apply_batch(APP, 1, []) == 0
+    assert [d["position"] for d in documents_of(index, HIGH_KEY)] == [[P(7)]]
+    assert index.last_batch(APP) == 1
