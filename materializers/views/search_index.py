@@ -93,11 +93,14 @@ def latest_changes(changes: pa.Table, text_fields: tuple[str, ...]) -> list[Sear
 
 def needs_stored(change: SearchChange, high: str | None, text_fields: tuple[str, ...]) -> bool:
     """Whether applying `change` needs its entity's stored document (pure): to compare positions,
-    unless the change is newer than every position the index holds (`high`, None: not known), or
-    for the value of a text field the change did not carry."""
+    unless the change is newer than every position the index holds (`high`, None: not known), and
+    for a text field the change did not carry, or carried from an earlier change of the batch at a
+    position not above `high` (the stored value may be newer: `document_fields`)."""
     if high is None or change.position <= high:
         return True
-    return not change.deleted and any(name not in change.carried_at for name in text_fields)
+    if change.deleted:
+        return False
+    return any(change.carried_at.get(name, high) <= high for name in text_fields)
 
 
 def high_water(stored: Mapping[str, Sequence[str]] | None, documents: int) -> str | None:

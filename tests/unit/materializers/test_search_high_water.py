@@ -36,6 +36,17 @@ def put(entity: str, at: int, *, deleted: bool = False, **fields: str | None) ->
     )
 
 
+def carried(entity: str, at: int, **carried_at: int) -> SearchChange:
+    """A change at `at` whose fields the batch's changes carried at the positions `carried_at`."""
+    return SearchChange(
+        entity=entity,
+        position=P(at),
+        deleted=False,
+        fields={name: f"v{n}" for name, n in carried_at.items()},
+        carried_at={name: P(n) for name, n in carried_at.items()},
+    )
+
+
 @pytest.mark.parametrize(
     ("change", "high", "expected"),
     [
@@ -45,6 +56,9 @@ def put(entity: str, at: int, *, deleted: bool = False, **fields: str | None) ->
         (put("1", 9, name="a", note="b"), P(9), True),  # as new as what the index holds: compared
         (put("1", 9, name="a", note="b"), P(10), True),
         (put("1", 9, name="a"), P(8), True),  # `note` not carried: kept from the stored document
+        (carried("1", 9, name=9, note=7), P(8), True),  # `note` carried by an older change: compared
+        (carried("1", 9, name=9, note=8), P(8), True),
+        (carried("1", 9, name=9, note=9), P(8), False),
         (put("1", 9, deleted=True), P(8), False),  # a tombstone keeps no text
     ],
 )
@@ -112,3 +126,19 @@ def test_a_batch_of_no_change_keeps_the_mark(tmp_path: Path) -> None:
     assert index.apply_batch(APP, 1, []) == 0
     assert [d["position"] for d in documents_of(index, HIGH_KEY)] == [[P(7)]]
     assert index.last_batch(APP) == 1
+
+
+def test_a_field_carried_by_an_older_change_of_the_batch_loses_to_the_stored_one(tmp_path: Path) -> None:
+    """A late record (older than the stored document) carried `note`; the batch's newest change,
+    above the mark, did not: the stored `note` is newer and stays."""
+    index = SearchIndex(tmp_path / "search", TEXT)
+    index.apply_batch(APP, 0, [put("1", 5, name="five", note="stored")])
+    late = SearchChange(
+        entity="1",
+        position=P(9),
+        deleted=False,
+        fields={"name": "nine", "note": "late"},
+        carried_at={"name": P(9), "note": P(3)},
+    )
+    assert index.apply_batch(APP, 1, [late]) == 1
+    assert index.read("1") == {"name": "nine", "note": "stored"}
