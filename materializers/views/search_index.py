@@ -14,10 +14,11 @@ Commit order for a batch (driver):
    stored document's value (`document_fields`);
 4. replace the batch marker and high-water documents, then ONE commit: documents and markers become
    visible atomically.
-The merges a commit starts finish behind the next batch (`_merged`): the writer that committed waits
-for them in a thread of its own, and the next batch's writer is created only once they are done
-(Tantivy allows one writer per index). Waited for in the batch, they took 5-10 ms of every batch
-and 55-85 ms of every seventh or eighth, the tail of the live stream's commit→view latency.
+The merges a commit starts finish behind the next batch (`settle_merges`): the writer that
+committed waits for them in a thread of its own, and the next batch's writer is created only once
+they are done (Tantivy allows one writer per index). Waited for in the batch, they took 5-10 ms of
+every batch and 55-85 ms of every seventh or eighth, the tail of the live stream's commit→view
+latency.
 Tantivy is single-writer and local: on a cluster the index lives on the driver (the batch is collected
 there), so it scales with what the driver can hold per batch; a shared index would need a search
 server (OpenSearch — not runnable here) or one writer partition.
@@ -211,7 +212,7 @@ class SearchIndex:
         # (its old one, if any, is deleted unseen). Not for a large batch into a filled index:
         # a queued delete per new document doubled a backfill batch's peak memory.
         blind = high is not None and (high == "" or len(todo) <= LOOKUP_SLICE)
-        self._merged()
+        self.settle_merges()
         writer = index.writer(HEAP_BYTES, 1)
         # A driver killed mid-commit leaves files no commit references; the re-run of its batch
         # (same opstamps, same names) would fail on them with FileAlreadyExists. Tantivy removes
@@ -246,8 +247,10 @@ class SearchIndex:
         writer.delete_documents_by_term("key", key)
         writer.add_document(tantivy.Document(key=key, position=position, live="marker"))
 
-    def _merged(self) -> None:
-        """Wait for the merges of the last commit, if they are still running; raise what they raised."""
+    def settle_merges(self) -> None:
+        """Wait for the merges of the last commit, if they are still running; raise what they raised.
+        Until then their writer holds the index's lock: another writer (in this process or another)
+        is refused with LockBusy."""
         merging, self._merging = self._merging, None
         if merging is not None:
             merging.result()

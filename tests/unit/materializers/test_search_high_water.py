@@ -110,6 +110,7 @@ def test_a_field_not_carried_is_kept_from_the_stored_document(tmp_path: Path) ->
 def test_an_index_without_the_mark_looks_every_change_up_and_gets_no_mark(tmp_path: Path) -> None:
     index = SearchIndex(tmp_path / "search", TEXT)
     index.apply_batch(APP, 0, [put("1", 5, name="five", note="n")])
+    index.settle_merges()  # the last commit's writer holds the lock until its merges end
     writer = index.index().writer(15_000_000, 1)  # as an index written before the mark was kept
     writer.delete_documents_by_term("key", HIGH_KEY)
     writer.commit()
