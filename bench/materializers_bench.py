@@ -495,15 +495,17 @@ def delta_commits(path: str) -> Callable[[], object]:
     """The newest version of the Delta table at `path`: the log's next commit file is looked for on
     each call (a stat), the log listed once."""
     log_dir = Path(path) / "_delta_log"
-    newest = [-1]
+    newest = -1
 
     def version() -> object:
-        if newest[0] < 0:
-            found = [int(f.name[:20]) for f in log_dir.glob("*.json") if f.name[:20].isdigit()]
-            newest[0] = max(found, default=-1)
-        while (log_dir / f"{newest[0] + 1:020}.json").exists():
-            newest[0] += 1
-        return newest[0]
+        nonlocal newest
+        if newest < 0:
+            newest = max(
+                (int(f.name[:20]) for f in log_dir.glob("*.json") if f.name[:20].isdigit()), default=-1
+            )
+        while (log_dir / f"{newest + 1:020}.json").exists():
+            newest += 1
+        return newest
 
     return version
 

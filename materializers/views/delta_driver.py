@@ -12,14 +12,13 @@ twice.
 from __future__ import annotations
 
 import logging
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
     from deltalake import CommitProperties, DeltaTable
     from pyspark.sql import SparkSession
@@ -114,34 +113,6 @@ class DriverTable:
             f"AND position BETWEEN {literal(bounds.low)} AND {literal(bounds.high)}"
         )
         return pa.table(QueryBuilder().register("h", self._held()).execute(sql).read_all())
-
-
-@dataclass(slots=True)
-class Compactor:
-    """Compaction in a thread of its own, beside the batches that follow: inline, a compaction (it
-    rewrites a day's history file each time until that reaches delta-rs's 100 MB target) held up every
-    row of its batch (0.13-0.46 s at 2k rows/s in a run's first minutes, growing with the day). One
-    runs at a time; a round that finds one still running is skipped. Its tables are handles of its
-    own (a handle is not for two threads)."""
-
-    _pool: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
-    _running: Future[None] | None = field(default=None, init=False, repr=False)
-
-    def start(self, work: Callable[[], None]) -> None:
-        """Run `work` in the background, unless the previous one is still running; raise what the
-        previous one raised."""
-        if self._running is not None and not self._running.done():
-            return
-        self.settle()
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="delta-compaction")
-        self._running = self._pool.submit(work)
-
-    def settle(self) -> None:
-        """Wait for the running compaction, if any; raise what it raised."""
-        running, self._running = self._running, None
-        if running is not None:
-            running.result()
 
 
 # Spark types whose Delta column delta-rs writes exactly as Spark's CREATE TABLE does (same schema

@@ -27,7 +27,8 @@ Commit order for a micro-batch (driver; Spark commits the checkpoint only after 
    confs spark.databricks.delta.write.txnAppId/txnVersion make Delta skip a re-run of the same batch
    (verified on delta-spark 4.4.0: the second MERGE with the same txnVersion commits nothing);
 3. every `optimize_every` batches: OPTIMIZE (compaction) of both tables, by the engine that wrote the
-   batch; delta-rs's in a thread of its own (`delta_driver.Compactor`) while the next batches are
+   batch; delta-rs's in a thread of its own (`background.Background`: one at a time, a round that
+   finds one still running is skipped, its tables handles of its own) while the next batches are
    written: Delta lets a compaction commit beside appends (history), and a lock keeps the current
    table's compaction and MERGE apart (they conflict: one of them would fail). A Spark write or
    OPTIMIZE first waits for it.
@@ -51,6 +52,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from materializers.background import Background
 from materializers.changes import (
     EntityOrder,
     Newest,
@@ -95,7 +97,9 @@ class DeltaWarehouse:
     _ceiling_read: bool = field(default=False, init=False, repr=False)
     _driver_tables: dict[str, delta_driver.DriverTable] = field(default_factory=dict, init=False, repr=False)
     _compacted: dict[str, delta_driver.DriverTable] = field(default_factory=dict, init=False, repr=False)
-    _compactor: delta_driver.Compactor = field(default_factory=delta_driver.Compactor, init=False, repr=False)
+    _compactor: Background = field(
+        default_factory=lambda: Background("delta-compaction"), init=False, repr=False
+    )
     _current_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @property

@@ -26,15 +26,14 @@ server (OpenSearch — not runnable here) or one writer partition.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import tantivy
 
+from materializers.background import Background
 from materializers.changes import keeps, newest_of
 from materializers.errors import ViewUnavailable
 
@@ -136,29 +135,13 @@ def document_fields(
     return found
 
 
-def _in_thread(call: Callable[[], None]) -> Future[None]:
-    """`call` run in a new thread; its outcome as a future. Not a daemon: an exiting driver lets the
-    merges end (killed, it leaves files the next writer's `garbage_collect_files` removes)."""
-    done: Future[None] = Future()
-
-    def run() -> None:
-        try:
-            call()
-        except BaseException as exc:  # handed to the next batch, through the future
-            done.set_exception(exc)
-        else:
-            done.set_result(None)
-
-    threading.Thread(target=run, name="search-merges").start()
-    return done
-
-
 @dataclass(slots=True)
 class SearchIndex:
     path: Path
     text_fields: tuple[str, ...]
     _index: Any = None
-    _merging: Future[None] | None = None  # the last commit's writer, waiting for its merges
+    # the last commit's writer, waiting for its merges
+    _merges: Background = field(default_factory=lambda: Background("search-merges"), init=False, repr=False)
 
     def _schema(self) -> Any:
         builder = tantivy.SchemaBuilder()
@@ -237,7 +220,7 @@ class SearchIndex:
             writer.rollback()
             writer.wait_merging_threads()
             raise
-        self._merging = _in_thread(writer.wait_merging_threads)
+        self._merges.start(writer.wait_merging_threads)  # settled first: it always starts
         index.reload()
         return changed
 
@@ -251,9 +234,7 @@ class SearchIndex:
         """Wait for the merges of the last commit, if they are still running; raise what they raised.
         Until then their writer holds the index's lock: another writer (in this process or another)
         is refused with LockBusy."""
-        merging, self._merging = self._merging, None
-        if merging is not None:
-            merging.result()
+        self._merges.settle()
 
     def _put(
         self, writer: Any, change: SearchChange, stored: Mapping[str, Sequence[str]] | None, *, unseen: bool
