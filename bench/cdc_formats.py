@@ -98,7 +98,7 @@ from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec, Regis
 from cdc.slots import drop_slot
 from kafkakit.clients import make_admin, make_consumer
 from kafkakit.settings import Endpoints
-from materializers import catalog, lag, spark_session, timeline
+from materializers import catalog, driver_memory, lag, spark_session, timeline
 from materializers.avro_events import WriterSchemas
 from materializers.config import VIEWS, RunConfig
 from materializers.job import Job, JobPlan
@@ -716,7 +716,10 @@ def in_new_driver(where: Where, who: str, fmt: str, topic: str, round_: int) -> 
         "out": str(out),
     }
     touch_us = first_touch_us_per_page()
-    subprocess.run([sys.executable, __file__, DRIVER_CHILD, json.dumps(child)], check=True)
+    # Arrow's allocator set as in `materializers start`'s process: `materializers` sets it on import,
+    # before pyarrow loads, where this script loads pyarrow first (materializers_bench).
+    env = {driver_memory.JEMALLOC_CONF: driver_memory.KEEP_FREED_PAGES, **os.environ}
+    subprocess.run([sys.executable, __file__, DRIVER_CHILD, json.dumps(child)], check=True, env=env)
     result: dict[str, Any] = {
         **json.loads(out.read_text(encoding="utf-8")),
         "first_touch_us_per_page": touch_us,

@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kafkakit.exports import lazy_exports
+from materializers.driver_memory import keep_freed_pages
 from materializers.errors import (
     BadMaterializer,
     BadView,
@@ -68,6 +69,9 @@ if TYPE_CHECKING:
     from materializers.spec import Materializer
     from materializers.view import DriverView, FrameBatch, Reject, TableBatch, View
     from materializers.views.postgres_table import read_model
+
+# Before anything here loads pyarrow: its jemalloc reads its settings once, then.
+keep_freed_pages()
 
 __getattr__, __dir__ = lazy_exports(
     __name__,

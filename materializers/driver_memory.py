@@ -1,5 +1,6 @@
-"""The driver's memory between batches: Arrow's pool (`choose_arrow_pool`), and giving freed memory
-back to the OS (`release_freed_memory`).
+"""The driver's memory between batches: Arrow's pool (`choose_arrow_pool`), which keeps the pages a
+batch freed for the next (`keep_freed_pages`), and glibc's freed memory given back to the OS
+(`release_freed_memory`).
 
 Every batch collects its changes into Arrow on the driver (hundreds of MB in a backfill), frees them,
 and the next batch allocates as much again. Arrow's default pool in pyarrow's wheels, mimalloc 3, asks
@@ -10,6 +11,15 @@ costs ~4 ms: 0.47 GB/s zeroed, against 2 GB/s for 4 KiB pages and 8 GB/s for a h
 still held. jemalloc, which Arrow also ships, does not ask for huge pages: the warehouse step of a
 2M-change backfill alone took 2.8-3.1 s with it, 2.8-4.5 s with mimalloc (the most once the host had
 taken the free pages back); in the bench's runs 4.3 s, 4.5-5.0 before (bench/results/history.md).
+
+jemalloc as Arrow builds it gives every freed page back at once (MADV_DONTNEED), so each batch still
+faulted its few hundred MB in afresh, ~2 µs a page where the host took them back: 0.6-0.8 M faults of
+the driver's Python in a 2M-change backfill. With its muzzy decay off (`KEEP_FREED_PAGES`) a freed
+page is only marked lazily free (MADV_FREE): the kernel takes it back when it needs the memory, and
+until then the next batch writes into it without a fault (that backfill: 0.18 M faults fewer, 1 s
+faster of ~21, bench/results/history.md). jemalloc reads its settings once, when pyarrow loads, so
+`materializers` sets them on import, before pyarrow is loaded; a process that loaded pyarrow first
+keeps Arrow's (set JE_ARROW_MALLOC_CONF yourself there).
 
 A search batch is folded in the driver's Python: a collected Arrow table, its rows as Python objects,
 and a Tantivy writer whose 50 MB arena lives on threads of its own. All of it is freed after the
@@ -23,17 +33,32 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 from contextlib import suppress
-
-import pyarrow
 
 # Arrow's own variable naming its default pool (jemalloc, mimalloc, system): a user's choice stands.
 POOL_CHOICE = "ARROW_DEFAULT_MEMORY_POOL"
+# The settings of the jemalloc Arrow ships, read when pyarrow loads: a user's setting stands.
+JEMALLOC_CONF = "JE_ARROW_MALLOC_CONF"
+# Freed pages go lazily free after Arrow's dirty decay (1 s) and are never forced back.
+KEEP_FREED_PAGES = "muzzy_decay_ms:-1"
+
+
+def keep_freed_pages() -> bool:
+    """Set KEEP_FREED_PAGES for Arrow's jemalloc, unless JE_ARROW_MALLOC_CONF is set already or pyarrow
+    is loaded (too late: its jemalloc has read its settings); whether it did. Child processes (Spark's
+    Python workers) inherit it."""
+    if JEMALLOC_CONF in os.environ or "pyarrow" in sys.modules:
+        return False
+    os.environ[JEMALLOC_CONF] = KEEP_FREED_PAGES
+    return True
 
 
 def choose_arrow_pool() -> str:
     """Make jemalloc Arrow's default pool in this process, unless `ARROW_DEFAULT_MEMORY_POOL` chose
     one or this pyarrow has no jemalloc; the default pool's backend name."""
+    import pyarrow
+
     if not os.environ.get(POOL_CHOICE):
         with suppress(NotImplementedError):  # a build without jemalloc (Windows wheels)
             pyarrow.set_memory_pool(pyarrow.jemalloc_memory_pool())
@@ -41,8 +66,8 @@ def choose_arrow_pool() -> str:
 
 
 def release_freed_memory() -> None:
-    """Return freed memory of Arrow's pool and of glibc's arenas to the OS (no-op without glibc)."""
-    pyarrow.default_memory_pool().release_unused()
+    """Return freed memory of glibc's arenas to the OS (no-op without glibc). Arrow's pool keeps its
+    freed pages, lazily free, for the next batch (`keep_freed_pages`)."""
     try:
         malloc_trim = ctypes.CDLL(None).malloc_trim
     except (AttributeError, OSError):  # musl, macOS: no malloc_trim, nothing to do

@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from materializers.driver_memory import POOL_CHOICE
+import pytest
+
+from materializers.driver_memory import JEMALLOC_CONF, KEEP_FREED_PAGES, POOL_CHOICE, keep_freed_pages
 
 # Run in a fresh interpreter: in a process that has already run other tests, the heap's earlier holes
 # and glibc's adjusted thresholds decide where the blocks land, and free() alone sometimes gave them
@@ -86,3 +88,57 @@ def test_a_pool_the_user_chose_stands() -> None:
     assert probe["backend"] == "mimalloc", probe
     if _thp_mode() in ("madvise", "always"):  # the pool jemalloc replaces: its arenas are huge
         assert probe["huge_mib"] >= 100, probe
+
+
+# Two batches' worth of Arrow memory, one after the other, and the page faults each took: `first`
+# names what the fresh interpreter imports first.
+REUSE_PROBE = """
+import json, os, sys
+import {first}
+import pyarrow.compute as pc
+from materializers.driver_memory import JEMALLOC_CONF, choose_arrow_pool
+
+def faults():
+    return int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[7])
+
+choose_arrow_pool()
+taken = []
+for _ in range(2):
+    before = faults()
+    batch = pc.add(pc.random(25_000_000), 1.0)  # two 200 MB arrays, every page written
+    assert 1.0 <= pc.min(batch).as_py() < 2.0
+    del batch
+    taken.append(faults() - before)
+print(json.dumps({{"faults": taken, "conf": os.environ.get(JEMALLOC_CONF)}}))
+"""
+
+
+def _reuse_probe(first: str) -> dict[str, Any]:
+    environ = {k: v for k, v in os.environ.items() if k not in (POOL_CHOICE, JEMALLOC_CONF)}
+    probe = REUSE_PROBE.format(first=first)
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=environ)
+    assert run.returncode == 0, run.stderr
+    result: dict[str, Any] = json.loads(run.stdout)
+    return result
+
+
+def test_the_next_batch_reuses_the_pages_the_last_one_freed() -> None:
+    probe = _reuse_probe("materializers")
+    first, second = probe["faults"]
+    assert probe["conf"] == KEEP_FREED_PAGES, probe
+    assert first >= 50_000, probe  # ~400 MB of 4 KiB pages, fewer where they are huge
+    assert second <= first // 10, probe
+
+
+def test_pyarrow_loaded_first_keeps_arrows_setting_and_the_faults() -> None:
+    probe = _reuse_probe("pyarrow")
+    first, second = probe["faults"]
+    assert probe["conf"] is None, probe
+    assert second >= first // 2, probe  # every freed page went back and was faulted in again
+
+
+def test_a_jemalloc_setting_the_user_made_stands(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "pyarrow", raising=False)  # as if not loaded yet: the setting decides
+    monkeypatch.setenv(JEMALLOC_CONF, "dirty_decay_ms:0")
+    assert keep_freed_pages() is False
+    assert os.environ[JEMALLOC_CONF] == "dirty_decay_ms:0"
