@@ -1068,11 +1068,27 @@ def first_touch_us_per_page(size: int = TOUCH_PROBE_BYTES) -> float:
     return round(seconds * 1e6 / (size // PAGE), 2)
 
 
+def cpu_probe_ms(steps: int = 2_000_000, tries: int = 5) -> float:
+    """Milliseconds of a fixed pure-Python loop of `steps` steps, the best of `tries`: how fast a core
+    of this host runs now. The host's speed drifts between hours (a neighbour of the VM): Connect's CPU
+    per snapshot row, code unchanged, was 23.0 µs at one hour and 30.5 µs three hours later, and every
+    measure of the run slower with it; it is recorded beside the measurements, not corrected for."""
+    best = float("inf")
+    for _ in range(tries):
+        began = time.perf_counter()
+        total = 0
+        for i in range(steps):
+            total += i & 7
+        best = min(best, time.perf_counter() - began)
+    return round(best * 1000, 1)
+
+
 def environment(cfg: BenchConfig, pids: StackPids) -> dict[str, Any]:
     env: dict[str, Any] = {
         "cpus": os.cpu_count(),
         "loadavg_start": tuple(round(x, 2) for x in os.getloadavg()),
         "first_touch_us_per_page": first_touch_us_per_page(),
+        "cpu_probe_ms": cpu_probe_ms(),
     }
     with suppress(httpx.HTTPError, ValueError):
         env["connect"] = httpx.get(cfg.endpoints.kafka_connect_url, timeout=5).json().get("version")

@@ -72,6 +72,7 @@ from cdc_bench import (
     _cpu_s,
     _delete_connector,
     _stat_fields,
+    cpu_probe_ms,
     delete_topics,
     environment,
     first_touch_us_per_page,
@@ -681,6 +682,7 @@ def backfill_summary(runs: Mapping[str, Sequence[dict[str, Any]]], order: Sequen
                 **ranked[(len(ranked) - 1) // 2],
                 "rows_per_s_runs": [r["rows_per_s"] for r in done],
                 "first_touch_us_per_page_runs": [r.get("first_touch_us_per_page") for r in done],
+                "cpu_probe_ms_runs": [r.get("cpu_probe_ms") for r in done],
             }
     if all(runs.get(who) for who in BACKFILLS):
         result["ours_vs_peer"] = round(result["ours"]["rows_per_s"] / result["peer"]["rows_per_s"], 2)
@@ -715,7 +717,7 @@ def in_new_driver(where: Where, who: str, fmt: str, topic: str, round_: int) -> 
         "records": where.settings.records,
         "out": str(out),
     }
-    touch_us = first_touch_us_per_page()
+    touch_us, probe_ms = first_touch_us_per_page(), cpu_probe_ms()
     # Arrow's allocator set as in `materializers start`'s process: `materializers` sets it on import,
     # before pyarrow loads, where this script loads pyarrow first (materializers_bench).
     env = {driver_memory.JEMALLOC_CONF: driver_memory.KEEP_FREED_PAGES, **os.environ}
@@ -723,6 +725,7 @@ def in_new_driver(where: Where, who: str, fmt: str, topic: str, round_: int) -> 
     result: dict[str, Any] = {
         **json.loads(out.read_text(encoding="utf-8")),
         "first_touch_us_per_page": touch_us,
+        "cpu_probe_ms": probe_ms,
     }
     shutil.rmtree(work, ignore_errors=True)
     return result
@@ -969,7 +972,9 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         "pick for a driver that far behind; each backfill, and the decode, in a fresh driver process, as "
         "a user starts either job); load average "
         f"{results['environment'].get('loadavg_start')} -> {results.get('loadavg_end')}; a fresh page's first "
-        f"touch at the start {results['environment'].get('first_touch_us_per_page')} µs. Ratios are vs `json` "
+        f"touch at the start {results['environment'].get('first_touch_us_per_page')} µs; a fixed CPU probe "
+        f"(a 2M-step Python loop, best of 5) {results['environment'].get('cpu_probe_ms')} ms at the start, "
+        f"{results.get('cpu_probe_ms_end')} ms at the end. Ratios are vs `json` "
         "(JsonConverter with inline schemas). Every number comes from this run: `cdc-formats.json`.",
         "",
     ]
@@ -1035,9 +1040,10 @@ def _backfill_tables(formats: Mapping[str, Any]) -> list[str]:
         if order:
             every = _per_job(r["backfill"], "rows_per_s_runs", "{:,}")
             touch = _per_job(r["backfill"], "first_touch_us_per_page_runs", "{}")
+            probe = _per_job(r["backfill"], "cpu_probe_ms_runs", "{}")
             lines += ["", f"{fmt}: each job's median run of {len(order) // len(BACKFILLS)} (in the order "
                       f"{', '.join(order)}; rows/s of every run: {every}; a fresh page's first touch just "
-                      f"before each run, µs: {touch})."]  # fmt: skip
+                      f"before each run, µs: {touch}; the CPU probe before each run, ms: {probe})."]  # fmt: skip
     lines += ["", "Where each second went (summed over the batches; ours: Spark's steps and the job's own "
               "steps inside addBatch, from the job's timeline.jsonl; the peer: Spark's steps):", ""]  # fmt: skip
     for fmt, r in formats.items():
@@ -1191,6 +1197,7 @@ def run(settings: Settings) -> dict[str, Any]:
             shutil.rmtree(work, ignore_errors=True)
     derive(results)
     results["loadavg_end"] = tuple(round(x, 2) for x in os.getloadavg())
+    results["cpu_probe_ms_end"] = cpu_probe_ms()
     results["duration_s"] = round(time.monotonic() - t0, 1)
     return results
 
