@@ -40,7 +40,7 @@ from contextlib import suppress
 POOL_CHOICE = "ARROW_DEFAULT_MEMORY_POOL"
 # The settings of the jemalloc Arrow ships, read when pyarrow loads: a user's setting stands.
 JEMALLOC_CONF = "JE_ARROW_MALLOC_CONF"
-# Freed pages go lazily free after Arrow's dirty decay (1 s) and are never forced back.
+# Freed pages go lazily free (MADV_FREE) and are never forced back (MADV_DONTNEED).
 KEEP_FREED_PAGES = "muzzy_decay_ms:-1"
 
 
