@@ -126,7 +126,7 @@ def test_the_next_batch_reuses_the_pages_the_last_one_freed() -> None:
     probe = _reuse_probe("materializers")
     first, second = probe["faults"]
     assert probe["conf"] == KEEP_FREED_PAGES, probe
-    assert first >= 50_000, probe  # ~400 MB of 4 KiB pages, fewer where they are huge
+    assert first >= 100, probe  # ~100k pages of 4 KiB; ~200 where the kernel makes them all huge
     assert second <= first // 10, probe
 
 
