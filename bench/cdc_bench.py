@@ -1070,9 +1070,10 @@ def first_touch_us_per_page(size: int = TOUCH_PROBE_BYTES) -> float:
 
 def cpu_probe_ms(steps: int = 2_000_000, tries: int = 5) -> float:
     """Milliseconds of a fixed pure-Python loop of `steps` steps, the best of `tries`: how fast a core
-    of this host runs now. The host's speed drifts between hours (a neighbour of the VM): Connect's CPU
-    per snapshot row, code unchanged, was 23.0 µs at one hour and 30.5 µs three hours later, and every
-    measure of the run slower with it; it is recorded beside the measurements, not corrected for."""
+    of this host runs its own cache-resident code now (memory's speed it does not see). The host's speed
+    drifts between hours (a neighbour of the VM): Connect's CPU per snapshot row, code unchanged, was
+    23.0 µs at one hour and 30.5 µs three hours later, and every measure of the run slower with it; it
+    is recorded beside the measurements, not corrected for."""
     best = float("inf")
     for _ in range(tries):
         began = time.perf_counter()

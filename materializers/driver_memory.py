@@ -12,7 +12,7 @@ still held. jemalloc, which Arrow also ships, does not ask for huge pages: the w
 2M-change backfill alone took 2.8-3.1 s with it, 2.8-4.5 s with mimalloc (the most once the host had
 taken the free pages back); in the bench's runs 4.3 s, 4.5-5.0 before (bench/results/history.md).
 
-jemalloc as Arrow builds it gives every freed page back at once (MADV_DONTNEED), so each batch still
+jemalloc as Arrow builds it gave every freed page back at once (measured), so each batch still
 faulted its few hundred MB in afresh, ~2 µs a page where the host took them back: 0.6-0.8 M faults of
 the driver's Python in a 2M-change backfill. With its muzzy decay off (`KEEP_FREED_PAGES`) a freed
 page is only marked lazily free (MADV_FREE): the kernel takes it back when it needs the memory, and
