@@ -124,15 +124,17 @@ CHECKPOINT_FILES = {
         "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
     ),
 }
-# A task's result past 1 MiB (Spark's spark.task.maxDirectResultSize) goes through the block manager:
-# stored as a serialized block, then fetched by the driver over its block transfer service, a
-# loopback connection to itself in local mode. A driver batch's Arrow collect is ~20 MB per task, so
-# every batch took that detour. Local masters send results up to Spark's RPC message bound (128 MiB)
-# directly: the driver's executors are its own threads, the message is passed in memory. A
-# 2M-change Avro warehouse backfill, five alternating runs each: 28.1 -> 26.4 s (medians), Arrow into
-# the driver 15.1 -> 14.1 s. A cluster's executors keep the default: there a direct result is an RPC
-# message on the driver's one endpoint, beside heartbeats and task status.
-LOCAL_CONTEXT = {"spark.task.maxDirectResultSize": "128m"}
+# A task's result past 1 MiB (Spark's spark.task.maxDirectResultSize), or past the RPC message bound
+# (spark.rpc.message.maxSize, 128 MiB), goes through the block manager: stored as a serialized block,
+# then fetched by the driver over its block transfer service, a loopback connection to itself in
+# local mode. A driver batch is sized to half of spark.driver.maxResultSize (`driver_batch`), so a
+# task's Arrow result reaches that share of it: 151 MB per task for the 2M-change Avro backfill's
+# 764k-record batches on local[2], ~0.95 s from a task's end to the driver's receipt of it, 0.35 s
+# direct. Local masters take every result up to the most both bounds accept (2047 MiB) directly: the
+# driver's executors are its own threads, the message is passed in memory, and a direct result is
+# one copy fewer than a block's. A cluster's executors keep the defaults: there a direct result is an
+# RPC message on the driver's one endpoint, beside heartbeats and task status.
+LOCAL_CONTEXT = {"spark.task.maxDirectResultSize": "2047m", "spark.rpc.message.maxSize": "2047"}
 # Spark's launcher gives a driver 1 GiB of heap (`spark.driver.memory`) whatever the host has. On a
 # local master that JVM is the whole application, tasks included, and a warehouse backfill's driver
 # batches are sized by its heap (`driver_batch`): a 2M-change Avro backfill on `local[2]` took 11

@@ -91,14 +91,17 @@ def jvm_property(spark: Any, name: str) -> Any:
 
 
 def test_a_driver_sized_collect_comes_back_whole_as_direct_task_results(spark: Any) -> None:
-    """A local session sends task results up to 128m directly (Spark's default, 1 MiB, sends larger
-    ones through the block manager), and a collect of ~24 MB per task comes back whole."""
-    assert spark.sparkContext.getConf().get("spark.task.maxDirectResultSize") == "128m"
-    rows = 200_000
-    table = spark.range(0, rows, 1, 2).selectExpr("id", "repeat('x', 100) || id AS text").toArrow()
-    assert table.num_rows == rows and table.nbytes > 2 * 10 * 1024 * 1024
+    """A local session sends task results up to 2047 MiB directly (Spark's defaults: 1 MiB, and 128
+    MiB for any RPC message, send larger ones through the block manager), and a collect of more than
+    128 MiB per task, what a driver batch's tasks return, comes back whole."""
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.task.maxDirectResultSize") == "2047m"
+    assert conf.get("spark.rpc.message.maxSize") == "2047"
+    rows, width = 1_200_000, 240
+    table = spark.range(0, rows, 1, 2).selectExpr("id", f"repeat('x', {width}) || id AS text").toArrow()
+    assert table.num_rows == rows and table.nbytes > 2 * 128 * 1024 * 1024
     assert sorted(table.column("id").to_pylist()) == list(range(rows))
-    assert table.column("text")[rows - 1].as_py() == "x" * 100 + str(rows - 1)
+    assert table.column("text")[rows - 1].as_py() == "x" * width + str(rows - 1)
 
 
 def test_checkpoints_are_written_by_the_file_system_manager_and_resume(spark: Any, tmp_path: Path) -> None:

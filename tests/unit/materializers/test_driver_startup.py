@@ -134,7 +134,10 @@ def test_huge_generated_methods_are_compiled_in_the_driver_and_stopped_at_the_li
 def test_a_local_driver_takes_its_tasks_results_directly_and_a_cluster_keeps_sparks_bound() -> None:
     from materializers.spark_session import context_defaults
 
-    assert context_defaults("local[2]") == {"spark.task.maxDirectResultSize": "128m"}
+    assert context_defaults("local[2]") == {
+        "spark.task.maxDirectResultSize": "2047m",
+        "spark.rpc.message.maxSize": "2047",  # the direct bound is the lower of the two
+    }
     assert context_defaults("local[*]") == context_defaults("local")
     assert context_defaults("spark://master:7077") == {}
 
