@@ -54,6 +54,7 @@ class RawRecord:
     offset: int
     key: bytes | None
     value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
 def read_topic(
@@ -81,7 +82,16 @@ def read_topic(
                     if msg.error().retriable() or "UNKNOWN_TOPIC" in str(msg.error()):
                         continue
                     raise KafkaException(msg.error())
-                records.append(RawRecord(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value()))
+                records.append(
+                    RawRecord(
+                        msg.topic(),
+                        msg.partition(),
+                        msg.offset(),
+                        msg.key(),
+                        msg.value(),
+                        tuple(msg.headers() or ()),
+                    )
+                )
                 continue
             if until(records):
                 return records

@@ -90,8 +90,9 @@ def test_a_spec_naming_no_format_is_registered_as_avro_with_the_registry_from_th
     cli_flags: list[str],
 ) -> None:
     """No `format`, no `registry`: `cdc apply` registers Avro with SCHEMA_REGISTRY_URL (Connect's view of
-    the registry: the converter registers the schemas), every key and value is Confluent-framed, and
-    `cdc tail` prints the torture table's values exactly as psycopg reads them."""
+    the registry: the converter registers the schemas), every key and value is Confluent-framed with no
+    Debezium context headers, and `cdc tail` prints the torture table's values exactly as psycopg
+    reads them."""
     table, expected = torture_table(pg, tables)
     name = unique("cliavro").replace("_", "-")
     spec_path = write_spec(tmp_path, spec_doc(stack, name, [table]))
@@ -107,6 +108,9 @@ def test_a_spec_naming_no_format_is_registered_as_avro_with_the_registry_from_th
         records = read_topic(kafka, topic, until=lambda rs: len(rs) >= 4)
         # Confluent framing: magic byte 0, then the 4-byte id of the writer schema, for keys and values.
         assert [(r.key[:1], r.value[:1]) for r in records if r.key and r.value] == [(b"\0", b"\0")] * 4
+        # Debezium's context headers are off (`extended.headers.enabled`): the records carry none.
+        assert config["extended.headers.enabled"] == "false"
+        assert [r.headers for r in records] == [()] * len(records)
         with RegistryClient(stack.schema_registry_url) as registry:
             items = decode_all(records, registry)
         assert mismatches(expected, items) == []

@@ -159,6 +159,14 @@ def test_a_live_change_is_handed_to_connect_within_50_ms_unless_extra_says_other
     assert tuned.to_config()["poll.interval.ms"] == "500"
 
 
+def test_records_carry_no_debezium_context_headers_unless_extra_asks_for_them() -> None:
+    doc = {"name": "n", "database": {"hostname": "h", "user": "u", "dbname": "d"}, "topic_prefix": "p",
+           "tables": ["public.t"], "registry": REGISTRY}  # fmt: skip
+    assert ConnectorSpec.from_mapping(doc).to_config()["extended.headers.enabled"] == "false"
+    lineage = ConnectorSpec.from_mapping({**doc, "extra": {"extended.headers.enabled": "true"}})
+    assert lineage.to_config()["extended.headers.enabled"] == "true"
+
+
 def test_record_size_limit_reaches_the_topics_and_the_producer() -> None:
     base = {
         "name": "big",
