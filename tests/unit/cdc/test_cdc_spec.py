@@ -151,20 +151,21 @@ def test_heartbeat_can_be_disabled() -> None:
     assert "heartbeat.action.query" not in config and config["table.include.list"] == r"public\.t"
 
 
-def test_a_live_change_is_handed_to_connect_within_50_ms_unless_extra_says_otherwise() -> None:
+@pytest.mark.parametrize(
+    ("key", "default", "override"),
+    [
+        ("poll.interval.ms", "50", "500"),  # a live change handed to Connect within 50 ms
+        ("extended.headers.enabled", "false", "true"),  # no Debezium context headers on records
+    ],
+)
+def test_a_default_of_the_spec_stands_unless_extra_says_otherwise(
+    key: str, default: str, override: str
+) -> None:
     doc = {"name": "n", "database": {"hostname": "h", "user": "u", "dbname": "d"}, "topic_prefix": "p",
            "tables": ["public.t"], "registry": REGISTRY}  # fmt: skip
-    assert ConnectorSpec.from_mapping(doc).to_config()["poll.interval.ms"] == "50"
-    tuned = ConnectorSpec.from_mapping({**doc, "extra": {"poll.interval.ms": "500"}})
-    assert tuned.to_config()["poll.interval.ms"] == "500"
-
-
-def test_records_carry_no_debezium_context_headers_unless_extra_asks_for_them() -> None:
-    doc = {"name": "n", "database": {"hostname": "h", "user": "u", "dbname": "d"}, "topic_prefix": "p",
-           "tables": ["public.t"], "registry": REGISTRY}  # fmt: skip
-    assert ConnectorSpec.from_mapping(doc).to_config()["extended.headers.enabled"] == "false"
-    lineage = ConnectorSpec.from_mapping({**doc, "extra": {"extended.headers.enabled": "true"}})
-    assert lineage.to_config()["extended.headers.enabled"] == "true"
+    assert ConnectorSpec.from_mapping(doc).to_config()[key] == default
+    tuned = ConnectorSpec.from_mapping({**doc, "extra": {key: override}})
+    assert tuned.to_config()[key] == override
 
 
 def test_record_size_limit_reaches_the_topics_and_the_producer() -> None:
