@@ -129,7 +129,7 @@ CHECKPOINT_FILES = {
 # then fetched by the driver over its block transfer service, a loopback connection to itself in
 # local mode. A driver batch is sized to half of spark.driver.maxResultSize (`driver_batch`), so a
 # task's Arrow result reaches that share of it: 151 MB per task for the 2M-change Avro backfill's
-# 764k-record batches on local[2], ~0.95 s from a task's end to the driver's receipt of it, 0.35 s
+# ~765k-record batches on local[2], ~0.95 s from a task's end to the driver's receipt of it, 0.35 s
 # direct. Local masters take every result up to the most both bounds accept (2047 MiB) directly: the
 # driver's executors are its own threads, the message is passed in memory, and a direct result is
 # one copy fewer than a block's. A cluster's executors keep the defaults: there a direct result is an
