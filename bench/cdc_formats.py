@@ -808,7 +808,8 @@ def one_rate(
         raise writer.error
     if proc.poll() is not None:
         raise RuntimeError(f"the latency driver exited ({proc.returncode}); see its log in {ctx.work}")
-    steps = timeline.batch_medians(timeline.read(plan.job_dir), since, until)
+    entries = timeline.read(plan.job_dir)
+    steps = timeline.batch_medians(entries, since, until)
     return {
         "target_rows_per_s": rate,
         "achieved_rows_per_s": round(achieved),
@@ -824,6 +825,9 @@ def one_rate(
             for p in probers
         },
         "batch_median_ms": {k: round(v) for k, v in steps.items()},
+        "slowest_batches_ms": [
+            {k: round(v) for k, v in b.items()} for b in timeline.slowest_batches(entries, since, until)
+        ],
     }
 
 
@@ -1084,6 +1088,15 @@ def _latency_table(formats: Mapping[str, Any], rates_: Sequence[int]) -> list[st
         for lat in _get(r, "latency", "rates") or ():
             steps = ", ".join(f"{k} {v}" for k, v in lat["batch_median_ms"].items())
             lines.append(f"- {fmt} at {lat['target_rows_per_s']:,} rows/s: {steps}")
+    lines += ["", "The slowest batches (a per-record p99 is theirs), ms:", ""]
+    for fmt, r in formats.items():
+        for lat in _get(r, "latency", "rates") or ():
+            for b in lat.get("slowest_batches_ms", ()):
+                steps = ", ".join(f"{k} {v}" for k, v in b.items() if k not in ("batch_id", "rows", "total"))
+                lines.append(
+                    f"- {fmt} at {lat['target_rows_per_s']:,} rows/s, batch {b['batch_id']} ({b['rows']:,} rows): "
+                    f"total {b['total']}: {steps}"
+                )
     return [*lines, ""]
 
 
@@ -1139,10 +1152,17 @@ def findings(results: Mapping[str, Any]) -> list[str]:
                 if lat["target_rows_per_s"] == P99_TARGET_RATE
                 else ""
             )
+            slowest = next(iter(lat.get("slowest_batches_ms", ())), None)
+            tail = (
+                ""
+                if slowest is None
+                else f"; the slowest {slowest['total']:g} ms: "
+                + _top(slowest, 5, (*INSIDE_ADD_BATCH, "batch_id", "rows", "total"))
+            )
             notes.append(
                 f"[{fmt}] {lat['target_rows_per_s']:,} rows/s: worst view p99 {worst:,.0f} ms{verdict}; a steady "
                 f"batch {total:g} ms, {pace}; "
-                f"its median steps ms: {_top(steps, 5, INSIDE_ADD_BATCH)}"
+                f"its median steps ms: {_top(steps, 5, INSIDE_ADD_BATCH)}{tail}"
             )
     return notes
 

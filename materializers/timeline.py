@@ -122,6 +122,22 @@ def batch_medians(entries: Iterable[Mapping[str, Any]], since: float, until: flo
     return medians
 
 
+def slowest_batches(
+    entries: Iterable[Mapping[str, Any]], since: float, until: float, n: int = 3
+) -> list[dict[str, Any]]:
+    """The `n` slowest batches that ended in [since, until), slowest first (pure): each one's id,
+    rows, `total` and steps in ms. A per-record p99 is set by a window's slowest batches, not by
+    its median one."""
+    batches = sorted(
+        (e for e in entries if e["event"] == "batch" and since <= e["at"] < until),
+        key=lambda b: (-b["total_ms"], b["batch_id"]),
+    )
+    return [
+        {"batch_id": b["batch_id"], "rows": b["rows"], "total": b["total_ms"], **b["spark"], **b["steps"]}
+        for b in batches[:n]
+    ]
+
+
 class StepClock:
     """Wall time (ms) per named step of the batches in flight; a batch's steps are taken once it is
     recorded. Steps may run on other threads (the cache's), and a re-run batch adds to its steps."""

@@ -53,6 +53,20 @@ def test_batch_medians_cover_the_window_only() -> None:
     assert timeline.batch_medians(entries, since=50.0, until=60.0) == {}
 
 
+def test_the_slowest_batches_of_the_window_come_first_with_their_steps() -> None:
+    entries = [
+        timeline.event("batch", at, batch_id=i, rows=i, total_ms=ms, spark={"walCommit": 30}, steps={"cache": ms // 2})
+        for i, (at, ms) in enumerate([(10.0, 1000), (12.0, 1200), (13.0, 3000), (14.0, 1200), (40.0, 9000)])
+    ]  # fmt: skip
+    slowest = timeline.slowest_batches(entries, since=0.0, until=20.0, n=3)
+    assert slowest == [
+        {"batch_id": 2, "rows": 2, "total": 3000, "walCommit": 30, "cache": 1500},
+        {"batch_id": 1, "rows": 1, "total": 1200, "walCommit": 30, "cache": 600},
+        {"batch_id": 3, "rows": 3, "total": 1200, "walCommit": 30, "cache": 600},
+    ]
+    assert timeline.slowest_batches(entries, since=50.0, until=60.0) == []
+
+
 def test_the_file_keeps_its_newer_half_past_its_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(timeline, "MAX_BYTES", 2000)
     for i in range(100):
