@@ -34,7 +34,7 @@ from functools import reduce
 from typing import TYPE_CHECKING, ClassVar
 
 from cdc.values import DEFAULT_UNAVAILABLE_PLACEHOLDER
-from materializers import debezium_avro, event_shape, positions
+from materializers import avro_columns, debezium_avro, event_shape, positions
 from materializers.changes import SOURCE_COLUMNS, source_coordinates
 
 if TYPE_CHECKING:
@@ -43,6 +43,12 @@ if TYPE_CHECKING:
     from materializers.avro_events import WriterSchemas
 
 ROW_OPS = ("c", "u", "r")
+# DDL types whose values never print as text that could be Debezium's placeholder (fixed-length in
+# Postgres, so never TOASTed): their columns skip the comparison (the stream plans it every batch).
+NEVER_PLACEHOLDER = frozenset({
+    "tinyint", "byte", "smallint", "short", "int", "integer", "bigint", "long", "float", "real", "double",
+    "decimal", "dec", "numeric", "boolean", "date", "timestamp", "timestamp_ntz", "timestamp_ltz",
+})  # fmt: skip
 # The decoder's projections, applied in order: framing, Avro documents, JSON documents, parsed, projected.
 _Expressions = tuple[list["Column"], list["Column"], list["Column"], list["Column"], list["Column"]]
 
@@ -95,20 +101,28 @@ def _either(doc: Column, fields: tuple[str, ...]) -> Column:
     return F.when(doc["payload"].isNotNull(), doc["payload"]).otherwise(plain)
 
 
-def _error(payload: Column, entity: Column, unfit: Column, avro: Column) -> Column:
-    """Why a record is not a change (null: it is one); `avro` is the Avro form's own reason first."""
+def _error(payload: Column, entity: Column, unfit: Column, first: debezium_avro.Branches) -> Column:
+    """Why a record is not a change (null: it is one); the Avro form's own reasons (`first`) first."""
     from pyspark.sql import functions as F
 
     op = payload["op"]
-    return F.coalesce(
-        avro,
-        F.when(payload.isNull() | op.isNull(), F.lit("value is not a Debezium change event in JSON"))
-        .when(~op.isin("c", "u", "r", "d"), F.concat(F.lit("unsupported Debezium op "), op))
-        .when(payload["source"]["lsn"].isNull(), F.lit("source.lsn is missing"))
-        .when(entity.isNull(), F.lit("the record key has no primary-key payload"))
-        .when(op.isin(*ROW_OPS) & payload["after"].isNull(), F.lit("'after' is missing for a row change"))
-        .when(unfit.isNotNull(), unfit),
-    )
+    branches = [
+        *first,
+        (payload.isNull() | op.isNull(), F.lit("value is not a Debezium change event in JSON")),
+        (~op.isin("c", "u", "r", "d"), F.concat(F.lit("unsupported Debezium op "), op)),
+        (payload["source"]["lsn"].isNull(), F.lit("source.lsn is missing")),
+        (entity.isNull(), F.lit("the record key has no primary-key payload")),
+        (op.isin(*ROW_OPS) & payload["after"].isNull(), F.lit("'after' is missing for a row change")),
+        (unfit.isNotNull(), unfit),
+    ]
+    return debezium_avro.cases(branches)
+
+
+def _or_else(avro: debezium_avro.Branches, framed: str, json: Column | None) -> Column:
+    """The Avro form's branches, then an unframed record's JSON form (`json`; None: not read)."""
+    from pyspark.sql import functions as F
+
+    return debezium_avro.cases([*avro, *([(~F.col(framed), json)] if json is not None else [])])
 
 
 def _kept_apart(document: str) -> Column:
@@ -210,23 +224,31 @@ class Decoder:
                 avro.document_names(), carried_over
             )
         else:
-            json_documents, json_change, json_entity, json_unfit = [], F.lit(None), F.lit(None), F.lit(None)
+            json_documents, json_change, json_entity, json_unfit = [], None, None, None
             unframed = ~F.col("_vf") | (F.col("key").isNotNull() & ~F.col("_kf"))
-            avro_error = F.when(unframed, F.lit(JSON_UNREAD)).otherwise(avro_error)
+            avro_error = [(unframed, F.lit(JSON_UNREAD)), *avro_error]
             schema_id = F.when(unframed, F.lit(event_shape.UNFRAMED_ID).cast("long")).otherwise(schema_id)
         parsed = [
             *carried_over,
-            F.when(F.col("_vf"), avro_change).otherwise(json_change).alias("p"),
-            F.when(F.col("_kf"), avro.entity()).otherwise(json_entity).alias("entity"),
-            F.when(F.col("_vf"), avro_unfit).otherwise(json_unfit).alias(UNFIT),
+            _or_else(avro_change, "_vf", json_change).alias("p"),
+            _or_else(avro.entity(), "_kf", json_entity).alias("entity"),
+            _or_else(avro_unfit, "_vf", json_unfit).alias(UNFIT),
         ]
         deleted = F.col("p.op") == "d"
-        # null for a delete (no `after`), so a delete keeps nothing.
+        ddl = avro_columns.ddl_columns(self.data_ddl)
+        # null for a delete (no `after`), so a delete keeps nothing. Only a column held as text, bytes
+        # or a structure can be the placeholder: Postgres TOASTs variable-length values only, and a
+        # number, date or boolean that printed as a user's placeholder is a value, not a TOASTed one.
+        after = {c: F.col(f"p.after.`{c}`") for c in data_columns}
         unavailable = {
-            c: F.col(f"p.after.`{c}`").cast("string") == self.unavailable_placeholder for c in data_columns
+            c: after[c].cast("string") == self.unavailable_placeholder
+            for c in data_columns
+            if ddl[c].split("(")[0].strip().lower() not in NEVER_PLACEHOLDER
         }
         carried = {
-            c: F.when(deleted | unavailable[c], F.lit(None)).otherwise(F.col(f"p.after.`{c}`"))
+            c: F.when(deleted | unavailable[c], F.lit(None)).otherwise(after[c])
+            if c in unavailable
+            else F.when(~deleted, after[c])
             for c in data_columns
         }
         # No lambdas (filter/map_filter): Spark interprets them row by row, which cost a fifth of the
@@ -235,7 +257,7 @@ class Decoder:
         keep = F.when(
             reduce(operator.or_, unavailable.values(), F.lit(False)),
             F.array_except(
-                F.array(*[F.when(unavailable[c], F.lit(c)) for c in data_columns]).cast("array<string>"),
+                F.array(*[F.when(flag, F.lit(c)) for c, flag in unavailable.items()]).cast("array<string>"),
                 F.array(F.lit(None).cast("string")),
             ),
         ).otherwise(F.array().cast("array<string>"))

@@ -62,7 +62,7 @@ from materializers.view import FrameBatch, Reject, TableBatch, View, collect, ev
 if TYPE_CHECKING:
     import pyarrow as pa
     from confluent_kafka import Consumer
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
@@ -247,6 +247,8 @@ class Job:
         self.streamed: frozenset[int] = frozenset()  # the writer schemas the running query decodes with
         self.task_records = 0  # records the running query's tasks read at most (split_reads; 0: a partition)
         self._start: StartPosition | None = None  # where a new checkpoint begins, for `restart`
+        # `_to_driver`'s projection, by the decoded columns it was built for
+        self._driver_projection: tuple[tuple[str, ...], list[Column]] = ((), [])
         self.dead_letters = 0
         self.clock = StepClock()  # the views' steps per batch, for the driver's timeline
 
@@ -537,13 +539,20 @@ class Job:
 
     def _to_driver(self, decoded: DataFrame) -> pa.Table:
         """Decoded rows as Arrow in the driver: the columns the views read (one Spark job)."""
+        names = tuple(decoded.columns)
+        if self._driver_projection[0] != names:
+            self._driver_projection = (names, self._projection_to_driver(names))
+        # One projection: each Dataset operation is an analysis of its own (~20 ms of a live batch).
+        return decoded.select(*self._driver_projection[1]).toArrow()
+
+    def _projection_to_driver(self, names: tuple[str, ...]) -> list[Column]:
+        """The decoded columns and the derived ones the views read, built once per query: each
+        Column is a call into the JVM (a live batch's 20 took ~10 ms)."""
         from pyspark.sql import functions as F
 
         derived = {"event_date": event_date()} if self._reads("event_date") else {}  # as Spark's path
-        columns = [F.col(f"`{c}`") for c in decoded.columns if c not in derived]
-        columns += [value.alias(name) for name, value in derived.items()]
-        # One projection: each Dataset operation is an analysis of its own (~20 ms of a live batch).
-        return decoded.select(*columns).toArrow()
+        columns = [F.col(f"`{c}`") for c in names if c not in derived]
+        return columns + [value.alias(name) for name, value in derived.items()]
 
     def _again_in_driver(self, table: pa.Table) -> pa.Table:
         """`_decoded_again` for a batch in the driver: its error rows read again and decoded."""

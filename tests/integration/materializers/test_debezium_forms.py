@@ -99,3 +99,22 @@ def test_real_connector_without_schemas(spark: Any, cdc_source: Any, run_config:
     cache = plan.cache()
     assert cache.read("2") == {"name": "p2", "description": "about 2", "price": "9.50", "stock": "7"}
     assert cache.read("3") is None and cache.read("4") is not None
+
+
+def test_only_a_column_held_as_text_can_be_the_placeholder(spark: Any) -> None:
+    """A user's placeholder "7" marks a TOASTed text column, but stock 7 (an int: Postgres never
+    TOASTs it) is a value the change sets."""
+    records = [
+        debezium(7, 70, "u", {**row(7, "7.00"), "stock": 7}, unavailable=("description",), placeholder="7")
+    ]
+    raw = spark.createDataFrame(
+        [(k, v, "t", 0, 0) for k, v in records],
+        "key binary, value binary, topic string, partition int, offset long",
+    )
+    decode = dbz.Decoder(
+        data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id", unavailable_placeholder="7"
+    )
+    (change,) = [r.asDict(recursive=True) for r in decode(raw).collect()]
+    assert change["error"] is None
+    assert change["keep_fields"] == ["description"] and change["description"] is None
+    assert change["stock"] == 7 and change["set_fields"]["stock"] == "7"
