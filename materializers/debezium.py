@@ -245,12 +245,8 @@ class Decoder:
             for c in data_columns
             if ddl[c].split("(")[0].strip().lower() not in NEVER_PLACEHOLDER
         }
-        carried = {
-            c: F.when(deleted | unavailable[c], F.lit(None)).otherwise(after[c])
-            if c in unavailable
-            else F.when(~deleted, after[c])
-            for c in data_columns
-        }
+        hidden = {c: deleted | unavailable[c] if c in unavailable else deleted for c in data_columns}
+        carried = {c: F.when(hidden[c], F.lit(None)).otherwise(after[c]) for c in data_columns}
         # No lambdas (filter/map_filter): Spark interprets them row by row, which cost a fifth of the
         # decoding. array_except drops the nulls; a null in set_fields means "not set" (changes.py).
         # It builds a hash set per row, so only a change that carries a placeholder goes through it.
