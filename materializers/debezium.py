@@ -43,8 +43,9 @@ if TYPE_CHECKING:
     from materializers.avro_events import WriterSchemas
 
 ROW_OPS = ("c", "u", "r")
-# DDL types whose values never print as text that could be Debezium's placeholder (fixed-length in
-# Postgres, so never TOASTed): their columns skip the comparison (the stream plans it every batch).
+# DDL types whose columns skip the TOAST placeholder comparison (the stream plans it every batch): a
+# placeholder sent for such a column fails its conversion first (an error row, or null from JSON, as
+# before), and a value that prints as a user's placeholder is a value.
 NEVER_PLACEHOLDER = frozenset({
     "tinyint", "byte", "smallint", "short", "int", "integer", "bigint", "long", "float", "real", "double",
     "decimal", "dec", "numeric", "boolean", "date", "timestamp", "timestamp_ntz", "timestamp_ltz",
@@ -237,8 +238,7 @@ class Decoder:
         deleted = F.col("p.op") == "d"
         ddl = avro_columns.ddl_columns(self.data_ddl)
         # null for a delete (no `after`), so a delete keeps nothing. Only a column held as text, bytes
-        # or a structure can be the placeholder: Postgres TOASTs variable-length values only, and a
-        # number, date or boolean that printed as a user's placeholder is a value, not a TOASTed one.
+        # or a structure is compared with the placeholder (NEVER_PLACEHOLDER says why).
         after = {c: F.col(f"p.after.`{c}`") for c in data_columns}
         unavailable = {
             c: after[c].cast("string") == self.unavailable_placeholder
