@@ -45,10 +45,11 @@ if TYPE_CHECKING:
 ROW_OPS = ("c", "u", "r")
 # DDL types whose columns skip the TOAST placeholder comparison (the stream plans it every batch): a
 # placeholder sent for such a column fails its conversion first (an error row, or null from JSON, as
-# before), and a value that prints as a user's placeholder is a value.
+# before), and a value that prints as a user's placeholder is a value. Spelled as
+# `avro_columns.ddl_columns` normalizes a DDL's types (integer -> int, numeric -> decimal).
 NEVER_PLACEHOLDER = frozenset({
-    "tinyint", "byte", "smallint", "short", "int", "integer", "bigint", "long", "float", "real", "double",
-    "decimal", "dec", "numeric", "boolean", "date", "timestamp", "timestamp_ntz", "timestamp_ltz",
+    "tinyint", "smallint", "int", "bigint", "float", "double", "decimal", "boolean", "date", "timestamp",
+    "timestamp_ntz", "timestamp_ltz",
 })  # fmt: skip
 # The decoder's projections, applied in order: framing, Avro documents, JSON documents, parsed, projected.
 _Expressions = tuple[list["Column"], list["Column"], list["Column"], list["Column"], list["Column"]]
@@ -243,7 +244,7 @@ class Decoder:
         unavailable = {
             c: after[c].cast("string") == self.unavailable_placeholder
             for c in data_columns
-            if ddl[c].split("(")[0].strip().lower() not in NEVER_PLACEHOLDER
+            if ddl[c].partition("(")[0] not in NEVER_PLACEHOLDER
         }
         hidden = {c: deleted | unavailable[c] if c in unavailable else deleted for c in data_columns}
         carried = {c: F.when(hidden[c], F.lit(None)).otherwise(after[c]) for c in data_columns}

@@ -106,7 +106,7 @@ def startup(entries: Sequence[Mapping[str, Any]], after: float) -> dict[str, flo
 def batch_medians(entries: Iterable[Mapping[str, Any]], since: float, until: float) -> dict[str, float]:
     """Median ms per step over the batches that ended in [since, until) (pure): `total`, Spark's
     steps and the views' steps, plus `batches` and `interval` (median time between batch ends)."""
-    batches = [e for e in entries if e["event"] == "batch" and since <= e["at"] < until]
+    batches = _batches_in(entries, since, until)
     if not batches:
         return {}
     columns: dict[str, list[float]] = {"total": [b["total_ms"] for b in batches]}
@@ -128,14 +128,15 @@ def slowest_batches(
     """The `n` slowest batches that ended in [since, until), slowest first (pure): each one's id,
     rows, `total` and steps in ms. A per-record p99 is set by a window's slowest batches, not by
     its median one."""
-    batches = sorted(
-        (e for e in entries if e["event"] == "batch" and since <= e["at"] < until),
-        key=lambda b: (-b["total_ms"], b["batch_id"]),
-    )
+    batches = sorted(_batches_in(entries, since, until), key=lambda b: (-b["total_ms"], b["batch_id"]))
     return [
         {"batch_id": b["batch_id"], "rows": b["rows"], "total": b["total_ms"], **b["spark"], **b["steps"]}
         for b in batches[:n]
     ]
+
+
+def _batches_in(entries: Iterable[Mapping[str, Any]], since: float, until: float) -> list[Mapping[str, Any]]:
+    return [e for e in entries if e["event"] == "batch" and since <= e["at"] < until]
 
 
 class StepClock:
