@@ -72,7 +72,12 @@ def start_plans(plans: Sequence[JobPlan], begin: StartPosition, *, available_now
     started = [
         timeline.event("process", timeline.process_started_at()),
         timeline.event(
-            "session", time.time(), jit=jit, backlog=behind, heap=spark_session.driver_heap(spark)
+            "session",
+            time.time(),
+            jit=jit,
+            backlog=behind,
+            heap=spark_session.driver_heap(spark),
+            gc=spark_session.driver_collectors(spark),
         ),
     ]
     for plan in plans:

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import socket
 import sys
@@ -375,6 +376,23 @@ FULL_JIT_THRESHOLDS = (
 )
 DRIVER_JIT = {"quick": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m", "full": FULL_JIT_THRESHOLDS}
 FULL_JIT_BACKLOG = 500_000
+# A driver that starts far behind (`full`) also collects with the JVM's parallel (throughput)
+# collector instead of G1, the default: a backfill's tasks allocate each Arrow result whole (a
+# humongous object to G1, which starts a concurrent cycle for it) and build a row object per field,
+# and G1's concurrent threads and heavier write barriers took cores the tasks needed. The 2M-change
+# Avro warehouse backfill child alone on `local[2]`, five alternating pairs: 18.98-20.06 s (median
+# 19.3) with G1, 17.67-18.4 (17.82) with it (bench/results/materializers-driver-jit.md). A driver near
+# the end of its topics (`quick`) keeps G1, whose pauses stay short however long it runs; a driver
+# that started `full` keeps the parallel collector once caught up (its live batches measured there).
+THROUGHPUT_GC = "-XX:+UseParallelGC"
+# Where a JVM's options may already name a collector: the JVM refuses to start with two
+# ("Multiple garbage collectors selected"), so a driver whose options name one keeps it.
+JAVA_OPTION_VARIABLES = ("JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS")
+EXTRA_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+DRIVER_JAVA_OPTIONS = ("spark.driver.defaultJavaOptions", EXTRA_JAVA_OPTIONS)
+COLLECTORS = ("Serial", "Parallel", "ParallelOld", "G1", "Z", "Shenandoah", "Epsilon", "ConcMarkSweep")
+COLLECTOR_OPTIONS = frozenset(f"-XX:+Use{name}GC" for name in COLLECTORS)
+PROPERTY = re.compile(r"([^=:\s]+)(?:\s*[=:\s]\s*(.*))?")
 
 
 def driver_jit(environ: Mapping[str, str] | None = None, *, backlog: int | None = None) -> str:
@@ -392,6 +410,60 @@ def driver_jit(environ: Mapping[str, str] | None = None, *, backlog: int | None 
             "start and small batches) or full (C2 too: faster long backfills in local mode)"
         )
     return chosen
+
+
+def java_options(jit: str, environ: Mapping[str, str], sharing: str = "") -> str:
+    """The driver JVM's options for the `jit` profile, with the class archive's (`sharing`), then
+    the driver's Java options of spark-defaults.conf: a session's setting replaces that file's (the
+    launcher's file gives way), so yours are carried over, last, where the JVM takes an option given
+    twice from the last."""
+    defaults = spark_defaults(environ).get(EXTRA_JAVA_OPTIONS, "")
+    options = [COMPILE_HUGE_METHODS, DRIVER_JIT[jit], driver_collector(jit, environ), sharing, defaults]
+    return " ".join(o for o in options if o)
+
+
+def driver_collector(jit: str, environ: Mapping[str, str] | None = None) -> str:
+    """The driver JVM's collector option for the `jit` profile: THROUGHPUT_GC for `full`, none (the
+    JVM's G1) for `quick` or where the JVM's options already name a collector (JAVA_OPTION_VARIABLES,
+    or the driver's Java options in spark-defaults.conf)."""
+    if jit != "full":
+        return ""
+    env = os.environ if environ is None else environ
+    named = [env.get(v, "") for v in JAVA_OPTION_VARIABLES]
+    defaults = spark_defaults(env)
+    named += [defaults.get(k, "") for k in DRIVER_JAVA_OPTIONS]
+    return "" if any(names_collector(options) for options in named) else THROUGHPUT_GC
+
+
+def names_collector(options: str) -> bool:
+    """Whether JVM `options` choose a garbage collector (pure)."""
+    return any(o in COLLECTOR_OPTIONS for o in options.split())
+
+
+def spark_defaults(environ: Mapping[str, str]) -> dict[str, str]:
+    """The settings of the spark-defaults.conf Spark's launcher reads (under SPARK_CONF_DIR, else
+    SPARK_HOME's conf/, else pyspark's own); none where there is no such file."""
+    conf_dir = environ.get("SPARK_CONF_DIR")
+    if not conf_dir:
+        import pyspark
+
+        conf_dir = str(Path(environ.get("SPARK_HOME") or Path(pyspark.__file__).parent) / "conf")
+    try:
+        text = (Path(conf_dir) / "spark-defaults.conf").read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    return properties(text)
+
+
+def properties(text: str) -> dict[str, str]:
+    """The `key value` (or `key=value`, `key: value`) lines of a Java properties file, comments and
+    blank lines skipped (pure; no continuation lines or escapes, which spark-defaults.conf does not use)."""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        entry = PROPERTY.match(line.strip())
+        if entry and not entry[1].startswith(("#", "!")):
+            found[entry[1]] = (entry[2] or "").strip()
+    return found
 
 
 def require_master(master: str, timeout_s: float = 5.0) -> None:
@@ -428,12 +500,12 @@ def build(
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in located.conf(master).items():
         builder = builder.config(key, value)
-    options = [COMPILE_HUGE_METHODS, DRIVER_JIT[jit or driver_jit()]]
     archive = located.archive(master)
+    sharing = ""
     if archive is not None:
         archive.parent.mkdir(parents=True, exist_ok=True)
-        options.append(class_sharing_options(archive, now=time.time(), writer=os.getpid()))
-    builder = builder.config("spark.driver.extraJavaOptions", " ".join(o for o in options if o))
+        sharing = class_sharing_options(archive, now=time.time(), writer=os.getpid())
+    builder = builder.config(EXTRA_JAVA_OPTIONS, java_options(jit or driver_jit(), os.environ, sharing))
     # Executors' Python workers must run this interpreter (its venv has redis, tantivy, ...), not
     # whatever `python3` is first on PATH; pyspark reads the worker's interpreter only from this
     # variable when the driver is a plain Python process (no spark-submit). An explicit setting wins.
@@ -531,6 +603,14 @@ def driver_heap(spark: SparkSession) -> int:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     return int(jvm.java.lang.Runtime.getRuntime().maxMemory())
+
+
+def driver_collectors(spark: SparkSession) -> list[str]:
+    """The names of the driver JVM's garbage collectors, as the JVM reports them (G1's, or the
+    parallel collector's `PS Scavenge` and `PS MarkSweep`)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return [str(b.getName()) for b in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()]
 
 
 def context_defaults(master: str) -> dict[str, str]:

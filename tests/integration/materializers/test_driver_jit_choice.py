@@ -61,8 +61,9 @@ def test_a_backlog_that_cannot_be_measured_is_unknown_and_fails_nothing(run_conf
 def test_a_driver_starting_far_behind_takes_the_full_jit_and_says_so_in_its_timeline(
     spark: Any, topics: Any, producer: Any, run_config: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The choice and the backlog it came from, as `materializers start` records them (the test's
-    JVM already runs, so its flags stay as they are: test_driver_jvm checks that they take effect)."""
+    """The choice, the backlog it came from and the JVM's collectors, as `materializers start` records
+    them (the test's JVM already runs, so its flags stay as they are: test_driver_jvm checks that they
+    take effect)."""
     monkeypatch.delenv(spark_session.ENV_DRIVER_JIT, raising=False)
     monkeypatch.setattr(spark_session, "FULL_JIT_BACKLOG", 5)
     topic = topics("mat-jit-start")
@@ -88,3 +89,6 @@ def test_a_driver_starting_far_behind_takes_the_full_jit_and_says_so_in_its_time
     sessions = [e for e in timeline.read(plan.job_dir) if e["event"] == "session"]
     assert [(e["jit"], e["backlog"]) for e in sessions] == [("full", 6), ("quick", 0)]
     assert [e["heap"] for e in sessions] == [spark_session.driver_heap(spark)] * 2  # the session's JVM
+    collectors = spark_session.driver_collectors(spark)
+    assert collectors and all(isinstance(c, str) for c in collectors)  # e.g. "G1 Young Generation"
+    assert [e["gc"] for e in sessions] == [collectors] * 2

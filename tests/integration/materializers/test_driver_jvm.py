@@ -15,7 +15,10 @@ from materializers.spark_session import (
     CHECKPOINT_FILES,
     DRIVER_JIT,
     ENV_JVM_CACHE,
+    JAVA_OPTION_VARIABLES,
     SIZED_BY_PARALLELISM,
+    THROUGHPUT_GC,
+    driver_collector,
     driver_heap,
     host_memory,
     java_binary,
@@ -66,6 +69,34 @@ def test_the_full_jits_thresholds_are_flags_the_installed_jvm_takes() -> None:
     }
     assert final["Tier4InvocationThreshold"] == "50000"
     assert final["Tier4BackEdgeThreshold"] == "400000"
+
+
+def test_a_full_driver_collects_with_the_parallel_collector_and_never_with_two(tmp_path: Path) -> None:
+    """The installed JVM takes the `full` profile's collector, refuses a second one (why a collector
+    named in the JVM's own options is kept), and starts with the options `build` gives in that case."""
+    env = {**os.environ, "SPARK_CONF_DIR": str(tmp_path)}
+    for variable in JAVA_OPTION_VARIABLES:
+        env.pop(variable, None)
+    chosen = final_flags(env, *DRIVER_JIT["full"].split(), driver_collector("full", env))
+    assert (chosen["UseParallelGC"], chosen["UseG1GC"]) == ("true", "false")
+    refused = java_version(env, THROUGHPUT_GC, "-XX:+UseG1GC")
+    assert refused.returncode != 0 and "Multiple garbage collectors selected" in refused.stdout
+    env["JDK_JAVA_OPTIONS"] = "-XX:+UseG1GC"
+    assert driver_collector("full", env) == ""
+    kept = final_flags(env, *DRIVER_JIT["full"].split(), driver_collector("full", env))
+    assert (kept["UseParallelGC"], kept["UseG1GC"]) == ("false", "true")
+
+
+def final_flags(env: dict[str, str], *options: str) -> dict[str, str]:
+    shown = java_version(env, *[o for o in options if o], "-XX:+PrintFlagsFinal")
+    assert shown.returncode == 0, shown.stderr
+    return {line.split()[1]: line.split()[3] for line in shown.stdout.splitlines() if " = " in line}
+
+
+def java_version(env: dict[str, str], *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [java_binary(env), *options, "-version"], capture_output=True, text=True, timeout=60, env=env
+    )
 
 
 def test_jars_come_from_the_located_files_and_partitions_follow_the_master(spark: Any) -> None:

@@ -178,3 +178,62 @@ def test_a_cgroup_limit_is_read_from_the_process_own_group_and_none_means_no_lim
     (tmp_path / "app" / "memory.max").write_text("2147483648\n", encoding="utf-8")
     assert cgroup_limit(tmp_path, membership) == 2 << 30  # its own group's comes first
     assert cgroup_limit(tmp_path, tmp_path / "missing") is None
+
+
+def test_a_driver_far_behind_collects_with_the_parallel_collector_unless_its_options_name_one(
+    tmp_path: Path,
+) -> None:
+    from materializers.spark_session import JAVA_OPTION_VARIABLES, THROUGHPUT_GC, driver_collector
+
+    env = {"SPARK_CONF_DIR": str(tmp_path)}  # no spark-defaults.conf there
+    assert THROUGHPUT_GC == "-XX:+UseParallelGC"
+    assert driver_collector("full", env) == THROUGHPUT_GC
+    assert driver_collector("quick", env) == ""  # near the end: the JVM's G1
+    # a JVM given two collectors does not start: one named anywhere is kept
+    for variable in JAVA_OPTION_VARIABLES:
+        assert driver_collector("full", {**env, variable: "-Xss4m -XX:+UseG1GC"}) == ""
+    assert driver_collector("full", {**env, "JDK_JAVA_OPTIONS": "-XX:-UseG1GC -Xss4m"}) == THROUGHPUT_GC
+    conf = tmp_path / "spark-defaults.conf"
+    conf.write_text("# admin\nspark.driver.memory 4g\nspark.driver.defaultJavaOptions   -XX:+UseZGC -Xss4m\n")
+    assert driver_collector("full", env) == ""
+    conf.write_text("spark.driver.extraJavaOptions=-XX:+UseShenandoahGC\n")
+    assert driver_collector("full", env) == ""
+    conf.write_text("spark.executor.extraJavaOptions -XX:+UseG1GC\n")  # the executors' own JVMs
+    assert driver_collector("full", env) == THROUGHPUT_GC
+    # without SPARK_CONF_DIR the launcher reads SPARK_HOME's conf/
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -XX:+UseZGC\n")
+    assert driver_collector("full", {"SPARK_HOME": str(tmp_path)}) == ""
+
+
+def test_spark_defaults_lines_are_read_as_java_reads_properties() -> None:
+    from materializers.spark_session import names_collector, properties
+
+    text = "# c\n! c\n\nspark.a   b c\nspark.b=d\nspark.c: e\n  spark.d\tf  \nlonely\n"
+    assert properties(text) == {
+        "spark.a": "b c",
+        "spark.b": "d",
+        "spark.c": "e",
+        "spark.d": "f",
+        "lonely": "",
+    }
+    assert names_collector("-Xmx1g -XX:+UseParallelGC") and names_collector("-XX:+UseG1GC")
+    assert not names_collector("-XX:-UseG1GC -XX:+UseStringDeduplication -XX:MaxGCPauseMillis=100")
+    assert not names_collector("-XX:+UseAdaptiveSizePolicyWithSystemGC")  # a collector's setting
+
+
+def test_the_drivers_java_options_carry_yours_from_spark_defaults_last(tmp_path: Path) -> None:
+    from materializers.spark_session import COMPILE_HUGE_METHODS, DRIVER_JIT, java_options
+
+    env = {"SPARK_CONF_DIR": str(tmp_path)}
+    sharing = "-XX:SharedArchiveFile=/c/a.jsa -Xshare:auto"
+    assert java_options("quick", env, sharing) == f"{COMPILE_HUGE_METHODS} {DRIVER_JIT['quick']} {sharing}"
+    assert java_options("full", env) == f"{COMPILE_HUGE_METHODS} {DRIVER_JIT['full']} -XX:+UseParallelGC"
+    (tmp_path / "spark-defaults.conf").write_text(
+        "spark.driver.extraJavaOptions -Dtoolkit.site=eu -XX:TieredStopAtLevel=4 -XX:+UseG1GC\n"
+    )
+    # the session's setting replaces the file's: yours come last, and win where both set an option
+    assert java_options("quick", env, sharing) == (
+        f"{COMPILE_HUGE_METHODS} {DRIVER_JIT['quick']} {sharing} -Dtoolkit.site=eu -XX:TieredStopAtLevel=4 -XX:+UseG1GC"
+    )
+    assert "-XX:+UseParallelGC" not in java_options("full", env)  # your collector, not a second one
