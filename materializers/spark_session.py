@@ -349,14 +349,17 @@ def load_source_classes(spark: SparkSession) -> int:
 
 
 ENV_DRIVER_JIT = "MATERIALIZERS_DRIVER_JIT"
-# The driver's JIT: `quick` compiles with C1 only, `full` is the JVM's default (C1, then C2 for hot
-# code). On 2 busy cores C2's compiler threads took the CPU a restarted driver needs: with `quick` it
-# recovers from kill -9 sooner and runs live batches faster, for a slower backfill in local mode
-# (bench/results/materializers-recovery.md and materializers-driver-jit.md). `auto`, the default,
-# picks per start: `full` when the driver starts at least FULL_JIT_BACKLOG records behind (a
-# backfill, a rebuild from offset 0: C2's compile time is paid back many times over), `quick` for a
-# driver near the end of its topics (a restart, a new job from `latest`). On a cluster the executors'
-# JVMs keep the full JIT: only the driver's own JVM (every thread of it in local mode) is affected.
+# The driver JVM's profile. `quick` compiles with C1 only; `live` and `full` with the JVM's tiered
+# JIT (C1, then C2 for hot code, at FULL_JIT_THRESHOLDS), and `full` also collects with the parallel
+# collector (THROUGHPUT_GC). `auto`, the default, picks per start: `full` when the driver starts at
+# least FULL_JIT_BACKLOG records behind (a backfill, a rebuild from offset 0: C2's compile time is
+# paid back many times over), `live` for a driver near the end of its topics (a restart, a new job
+# from `latest`). C2 halves a live batch's planning (Spark's optimizer runs again every batch): at 2k
+# rows/s a batch took 290-299 ms instead of 340-344 with C1 only, the worst view's p99 0.85-0.89 s
+# instead of 0.92-0.99 (bench/results/materializers-driver-jit.md), the issue's 1 s target met with
+# room; `quick` restarts sooner after kill -9 (9.2 s against 11.5 to the first view update, the
+# target 15 s) and stays for a driver whose restarts matter more. On a cluster the executors' JVMs
+# keep the JVM's defaults: only the driver's own JVM (every thread of it in local mode) is affected.
 # C1 alone also shrinks the JVM's code cache to a fifth (48 MB, not 240): a driver running for minutes
 # filled it with the compiled code of Spark's generated classes, and the JVM stopped compiling ("CodeCache
 # is full. Compiler has been disabled": new code interpreted from then on), so quick keeps the full size.
@@ -374,7 +377,11 @@ FULL_JIT_THRESHOLDS = (
     "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
     "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
 )
-DRIVER_JIT = {"quick": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m", "full": FULL_JIT_THRESHOLDS}
+DRIVER_JIT = {
+    "quick": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m",
+    "live": FULL_JIT_THRESHOLDS,
+    "full": FULL_JIT_THRESHOLDS,
+}
 FULL_JIT_BACKLOG = 500_000
 # A driver that starts far behind (`full`) also collects with the JVM's parallel (throughput)
 # collector instead of G1, the default: a backfill's tasks allocate each Arrow result whole (a
@@ -382,8 +389,10 @@ FULL_JIT_BACKLOG = 500_000
 # and G1's concurrent threads and heavier write barriers took cores the tasks needed. The 2M-change
 # Avro warehouse backfill child alone on `local[2]`, five alternating pairs: 18.98-20.06 s (median
 # 19.3) with G1, 17.67-18.4 (17.82) with it (bench/results/materializers-driver-jit.md). A driver near
-# the end of its topics (`quick`) keeps G1, whose pauses stay short however long it runs; a driver
-# that started `full` keeps the parallel collector once caught up (its live batches measured there).
+# the end of its topics (`live`, `quick`) keeps G1: the parallel collector's start took a restarted
+# driver ~2 s longer (its heap grown by full collections), and G1 collects a long-running driver's
+# old generation beside it. A driver that started `full` keeps the parallel collector once caught
+# up (its live batches measured there).
 THROUGHPUT_GC = "-XX:+UseParallelGC"
 # Where a JVM's options may already name a collector: the JVM refuses to start with two
 # ("Multiple garbage collectors selected"), so a driver whose options name one keeps it.
@@ -396,18 +405,19 @@ PROPERTY = re.compile(r"([^=:\s]+)(?:\s*[=:\s]\s*(.*))?")
 
 
 def driver_jit(environ: Mapping[str, str] | None = None, *, backlog: int | None = None) -> str:
-    """The driver JVM's JIT, `quick` or `full`, from MATERIALIZERS_DRIVER_JIT (default `auto`: full
-    when `backlog`, the records the driver has to read before it is caught up, is at least
-    FULL_JIT_BACKLOG; quick when it is smaller or not known)."""
+    """The driver JVM's profile, `quick`, `live` or `full`, from MATERIALIZERS_DRIVER_JIT (default
+    `auto`: full when `backlog`, the records the driver has to read before it is caught up, is at
+    least FULL_JIT_BACKLOG; live when it is smaller or not known)."""
     env = os.environ if environ is None else environ
     chosen = env.get(ENV_DRIVER_JIT) or "auto"
     if chosen == "auto":
-        return "full" if backlog is not None and backlog >= FULL_JIT_BACKLOG else "quick"
+        return "full" if backlog is not None and backlog >= FULL_JIT_BACKLOG else "live"
     if chosen not in DRIVER_JIT:
         raise MaterializerError(
             f"{ENV_DRIVER_JIT}={chosen!r} is not one of auto, {', '.join(DRIVER_JIT)}: auto (full when the "
-            f"driver starts {FULL_JIT_BACKLOG:,} records behind or more, else quick), quick (C1 only: a fast "
-            "start and small batches) or full (C2 too: faster long backfills in local mode)"
+            f"driver starts {FULL_JIT_BACKLOG:,} records behind or more, else live), quick (C1 only: the "
+            "fastest restart), live (C2 too: shorter live batches) or full (C2 and the parallel collector: "
+            "faster long backfills in local mode)"
         )
     return chosen
 
@@ -424,8 +434,8 @@ def java_options(jit: str, environ: Mapping[str, str], sharing: str = "") -> str
 
 def driver_collector(jit: str, environ: Mapping[str, str] | None = None) -> str:
     """The driver JVM's collector option for the `jit` profile: THROUGHPUT_GC for `full`, none (the
-    JVM's G1) for `quick` or where the JVM's options already name a collector (JAVA_OPTION_VARIABLES,
-    or the driver's Java options in spark-defaults.conf)."""
+    JVM's G1) for `live` and `quick`, or where the JVM's options already name a collector
+    (JAVA_OPTION_VARIABLES, or the driver's Java options in spark-defaults.conf)."""
     if jit != "full":
         return ""
     env = os.environ if environ is None else environ
@@ -489,7 +499,7 @@ def require_master(master: str, timeout_s: float = 5.0) -> None:
 def build(
     master: str = "local[*]", app_name: str = "materializers", *, jit: str | None = None
 ) -> SparkSession:
-    """The driver's session; `jit` (`quick`/`full`) as `driver_jit` chose it, else the environment's
+    """The driver's session; `jit` (`quick`/`live`/`full`) as `driver_jit` chose it, else the environment's
     choice for a driver whose backlog is not known."""
     from pyspark.sql import SparkSession
 

@@ -76,7 +76,9 @@ def test_a_restarted_driver_sees_its_delta_tables_without_spark(tmp_path: Path) 
     assert _has_log(str(table))
 
 
-def test_the_driver_jit_is_full_for_a_driver_far_behind_unless_asked_and_a_bad_value_is_refused() -> None:
+def test_the_driver_profile_is_full_far_behind_live_near_the_end_unless_asked_and_a_bad_one_is_refused() -> (
+    None
+):
     from materializers.errors import MaterializerError
     from materializers.spark_session import DRIVER_JIT, FULL_JIT_BACKLOG, driver_jit
 
@@ -88,17 +90,19 @@ def test_the_driver_jit_is_full_for_a_driver_far_behind_unless_asked_and_a_bad_v
         "-XX:Tier4CompileThreshold=150000",
         "-XX:Tier4BackEdgeThreshold=400000",
     ]
-    # auto (the default): C2 pays back its compile time over a backfill, not over a restart
+    assert DRIVER_JIT["live"] == DRIVER_JIT["full"]  # the same JIT; full adds the parallel collector
+    # auto (the default): the parallel collector pays back over a backfill, not over a restart
     assert driver_jit({}, backlog=FULL_JIT_BACKLOG) == "full"
     assert driver_jit({"MATERIALIZERS_DRIVER_JIT": "auto"}, backlog=2_000_000) == "full"
-    assert driver_jit({}, backlog=FULL_JIT_BACKLOG - 1) == "quick"
-    assert driver_jit({}, backlog=None) == "quick"  # not known: a broker that did not answer
-    assert driver_jit({}) == "quick"
+    assert driver_jit({}, backlog=FULL_JIT_BACKLOG - 1) == "live"
+    assert driver_jit({}, backlog=None) == "live"  # not known: a broker that did not answer
+    assert driver_jit({}) == "live"
     # asked: the backlog does not matter
     assert driver_jit({"MATERIALIZERS_DRIVER_JIT": "quick"}, backlog=10**9) == "quick"
+    assert driver_jit({"MATERIALIZERS_DRIVER_JIT": "live"}, backlog=10**9) == "live"
     assert driver_jit({"MATERIALIZERS_DRIVER_JIT": "full"}, backlog=0) == "full"
     with pytest.raises(
-        MaterializerError, match=r"MATERIALIZERS_DRIVER_JIT='c2' is not one of auto, quick, full"
+        MaterializerError, match=r"MATERIALIZERS_DRIVER_JIT='c2' is not one of auto, quick, live, full"
     ):
         driver_jit({"MATERIALIZERS_DRIVER_JIT": "c2"}, backlog=10**9)
 
@@ -188,7 +192,7 @@ def test_a_driver_far_behind_collects_with_the_parallel_collector_unless_its_opt
     env = {"SPARK_CONF_DIR": str(tmp_path)}  # no spark-defaults.conf there
     assert THROUGHPUT_GC == "-XX:+UseParallelGC"
     assert driver_collector("full", env) == THROUGHPUT_GC
-    assert driver_collector("quick", env) == ""  # near the end: the JVM's G1
+    assert driver_collector("live", env) == driver_collector("quick", env) == ""  # the JVM's G1
     # a JVM given two collectors does not start: one named anywhere is kept
     for variable in JAVA_OPTION_VARIABLES:
         assert driver_collector("full", {**env, variable: "-Xss4m -XX:+UseG1GC"}) == ""
