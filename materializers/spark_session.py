@@ -353,13 +353,16 @@ ENV_DRIVER_JIT = "MATERIALIZERS_DRIVER_JIT"
 # JIT (C1, then C2 for hot code, at FULL_JIT_THRESHOLDS), and `full` also collects with the parallel
 # collector (THROUGHPUT_GC). `auto`, the default, picks per start: `full` when the driver starts at
 # least FULL_JIT_BACKLOG records behind (a backfill, a rebuild from offset 0: C2's compile time is
-# paid back many times over), `live` for a driver near the end of its topics (a restart, a new job
-# from `latest`). C2 halves a live batch's planning (Spark's optimizer runs again every batch): at 2k
-# rows/s a batch took 290-299 ms instead of 340-344 with C1 only, the worst view's p99 0.85-0.89 s
-# instead of 0.92-0.99 (bench/results/materializers-driver-jit.md), the issue's 1 s target met with
-# room; `quick` restarts sooner after kill -9 (9.2 s against 11.5 to the first view update, the
-# target 15 s) and stays for a driver whose restarts matter more. On a cluster the executors' JVMs
-# keep the JVM's defaults: only the driver's own JVM (every thread of it in local mode) is affected.
+# paid back many times over), `quick` for a driver near the end of its topics (a restart, a new job
+# from `latest`). `live` halves a warm live batch's planning (Spark's optimizer runs again every
+# batch): at 2k rows/s, after 30 s of load, a batch took 290-376 ms instead of 340-448 with C1 only,
+# the worst view's p99 0.85-0.97 s instead of 0.92-1.19, in three sets of alternating rounds, and
+# 1.17-1.35 s instead of 1.57-1.84 at 5k rows/s (bench/results/materializers-driver-jit.md). But a
+# cold start pays for C2's compiles: the demo, one run each, steady p99 1.47-1.66 s and kill -9 to
+# the first view update 14.6 s with `live`, 1.20-1.38 s and 10.3 s with `quick`; so `quick` stays
+# auto's pick, and `live` is there for a driver that runs long between restarts. On a cluster the
+# executors' JVMs keep the JVM's defaults: only the driver's own JVM (every thread of it in local
+# mode) is affected.
 # C1 alone also shrinks the JVM's code cache to a fifth (48 MB, not 240): a driver running for minutes
 # filled it with the compiled code of Spark's generated classes, and the JVM stopped compiling ("CodeCache
 # is full. Compiler has been disabled": new code interpreted from then on), so quick keeps the full size.
@@ -407,15 +410,15 @@ PROPERTY = re.compile(r"([^=:\s]+)(?:\s*[=:\s]\s*(.*))?")
 def driver_jit(environ: Mapping[str, str] | None = None, *, backlog: int | None = None) -> str:
     """The driver JVM's profile, `quick`, `live` or `full`, from MATERIALIZERS_DRIVER_JIT (default
     `auto`: full when `backlog`, the records the driver has to read before it is caught up, is at
-    least FULL_JIT_BACKLOG; live when it is smaller or not known)."""
+    least FULL_JIT_BACKLOG; quick when it is smaller or not known)."""
     env = os.environ if environ is None else environ
     chosen = env.get(ENV_DRIVER_JIT) or "auto"
     if chosen == "auto":
-        return "full" if backlog is not None and backlog >= FULL_JIT_BACKLOG else "live"
+        return "full" if backlog is not None and backlog >= FULL_JIT_BACKLOG else "quick"
     if chosen not in DRIVER_JIT:
         raise MaterializerError(
             f"{ENV_DRIVER_JIT}={chosen!r} is not one of auto, {', '.join(DRIVER_JIT)}: auto (full when the "
-            f"driver starts {FULL_JIT_BACKLOG:,} records behind or more, else live), quick (C1 only: the "
+            f"driver starts {FULL_JIT_BACKLOG:,} records behind or more, else quick), quick (C1 only: the "
             "fastest restart), live (C2 too: shorter live batches) or full (C2 and the parallel collector: "
             "faster long backfills in local mode)"
         )

@@ -80,14 +80,14 @@ def test_a_driver_starting_far_behind_takes_the_full_jit_and_says_so_in_its_time
         driver.join(240)
         assert not driver.is_alive() and code == [0]
         assert plan.cache().read("6") == {**{k: str(v) for k, v in ROW.items()}, "stock": "6"}
-        again = threading.Thread(target=start)  # caught up: 0 behind, the live profile
+        again = threading.Thread(target=start)  # caught up: 0 behind, the quick JIT
         again.start()
         again.join(240)
         assert not again.is_alive() and code == [0, 0]
     finally:
         plan.cache().clear()
     sessions = [e for e in timeline.read(plan.job_dir) if e["event"] == "session"]
-    assert [(e["jit"], e["backlog"]) for e in sessions] == [("full", 6), ("live", 0)]
+    assert [(e["jit"], e["backlog"]) for e in sessions] == [("full", 6), ("quick", 0)]
     assert [e["heap"] for e in sessions] == [spark_session.driver_heap(spark)] * 2  # the session's JVM
     collectors = spark_session.driver_collectors(spark)
     assert collectors and all(isinstance(c, str) for c in collectors)  # e.g. "G1 Young Generation"

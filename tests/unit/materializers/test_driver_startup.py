@@ -76,7 +76,7 @@ def test_a_restarted_driver_sees_its_delta_tables_without_spark(tmp_path: Path) 
     assert _has_log(str(table))
 
 
-def test_the_driver_profile_is_full_far_behind_live_near_the_end_unless_asked_and_a_bad_one_is_refused() -> (
+def test_the_driver_profile_is_full_far_behind_quick_near_the_end_unless_asked_and_a_bad_one_is_refused() -> (
     None
 ):
     from materializers.errors import MaterializerError
@@ -91,12 +91,12 @@ def test_the_driver_profile_is_full_far_behind_live_near_the_end_unless_asked_an
         "-XX:Tier4BackEdgeThreshold=400000",
     ]
     assert DRIVER_JIT["live"] == DRIVER_JIT["full"]  # the same JIT; full adds the parallel collector
-    # auto (the default): the parallel collector pays back over a backfill, not over a restart
+    # auto (the default): C2 and the parallel collector pay back over a backfill, not over a restart
     assert driver_jit({}, backlog=FULL_JIT_BACKLOG) == "full"
     assert driver_jit({"MATERIALIZERS_DRIVER_JIT": "auto"}, backlog=2_000_000) == "full"
-    assert driver_jit({}, backlog=FULL_JIT_BACKLOG - 1) == "live"
-    assert driver_jit({}, backlog=None) == "live"  # not known: a broker that did not answer
-    assert driver_jit({}) == "live"
+    assert driver_jit({}, backlog=FULL_JIT_BACKLOG - 1) == "quick"
+    assert driver_jit({}, backlog=None) == "quick"  # not known: a broker that did not answer
+    assert driver_jit({}) == "quick"
     # asked: the backlog does not matter
     assert driver_jit({"MATERIALIZERS_DRIVER_JIT": "quick"}, backlog=10**9) == "quick"
     assert driver_jit({"MATERIALIZERS_DRIVER_JIT": "live"}, backlog=10**9) == "live"
