@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
 import socket
 import sys
@@ -54,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kafkakit.java_client import parse_properties
 from materializers.config import is_local
 from materializers.errors import MaterializerError
 
@@ -404,7 +404,6 @@ EXTRA_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 DRIVER_JAVA_OPTIONS = ("spark.driver.defaultJavaOptions", EXTRA_JAVA_OPTIONS)
 COLLECTORS = ("Serial", "Parallel", "ParallelOld", "G1", "Z", "Shenandoah", "Epsilon", "ConcMarkSweep")
 COLLECTOR_OPTIONS = frozenset(f"-XX:+Use{name}GC" for name in COLLECTORS)
-PROPERTY = re.compile(r"([^=:\s]+)(?:\s*[=:\s]\s*(.*))?")
 
 
 def driver_jit(environ: Mapping[str, str] | None = None, *, backlog: int | None = None) -> str:
@@ -430,21 +429,30 @@ def java_options(jit: str, environ: Mapping[str, str], sharing: str = "") -> str
     the driver's Java options of spark-defaults.conf: a session's setting replaces that file's (the
     launcher's file gives way), so yours are carried over, last, where the JVM takes an option given
     twice from the last."""
-    defaults = spark_defaults(environ).get(EXTRA_JAVA_OPTIONS, "")
-    options = [COMPILE_HUGE_METHODS, DRIVER_JIT[jit], driver_collector(jit, environ), sharing, defaults]
+    defaults = spark_defaults(environ)
+    yours = defaults.get(EXTRA_JAVA_OPTIONS, "")
+    options = [
+        COMPILE_HUGE_METHODS,
+        DRIVER_JIT[jit],
+        driver_collector(jit, environ, defaults),
+        sharing,
+        yours,
+    ]
     return " ".join(o for o in options if o)
 
 
-def driver_collector(jit: str, environ: Mapping[str, str] | None = None) -> str:
+def driver_collector(
+    jit: str, environ: Mapping[str, str] | None = None, defaults: Mapping[str, str] | None = None
+) -> str:
     """The driver JVM's collector option for the `jit` profile: THROUGHPUT_GC for `full`, none (the
     JVM's G1) for `live` and `quick`, or where the JVM's options already name a collector
-    (JAVA_OPTION_VARIABLES, or the driver's Java options in spark-defaults.conf)."""
+    (JAVA_OPTION_VARIABLES, or the driver's Java options in spark-defaults.conf: `defaults`, read
+    here when not given)."""
     if jit != "full":
         return ""
     env = os.environ if environ is None else environ
-    named = [env.get(v, "") for v in JAVA_OPTION_VARIABLES]
-    defaults = spark_defaults(env)
-    named += [defaults.get(k, "") for k in DRIVER_JAVA_OPTIONS]
+    conf = spark_defaults(env) if defaults is None else defaults
+    named = [env.get(v, "") for v in JAVA_OPTION_VARIABLES] + [conf.get(k, "") for k in DRIVER_JAVA_OPTIONS]
     return "" if any(names_collector(options) for options in named) else THROUGHPUT_GC
 
 
@@ -465,18 +473,7 @@ def spark_defaults(environ: Mapping[str, str]) -> dict[str, str]:
         text = (Path(conf_dir) / "spark-defaults.conf").read_text(encoding="utf-8")
     except OSError:
         return {}
-    return properties(text)
-
-
-def properties(text: str) -> dict[str, str]:
-    """The `key value` (or `key=value`, `key: value`) lines of a Java properties file, comments and
-    blank lines skipped (pure; no continuation lines or escapes, which spark-defaults.conf does not use)."""
-    found: dict[str, str] = {}
-    for line in text.splitlines():
-        entry = PROPERTY.match(line.strip())
-        if entry and not entry[1].startswith(("#", "!")):
-            found[entry[1]] = (entry[2] or "").strip()
-    return found
+    return parse_properties(text)
 
 
 def require_master(master: str, timeout_s: float = 5.0) -> None:

@@ -210,17 +210,9 @@ def test_a_driver_far_behind_collects_with_the_parallel_collector_unless_its_opt
     assert driver_collector("full", {"SPARK_HOME": str(tmp_path)}) == ""
 
 
-def test_spark_defaults_lines_are_read_as_java_reads_properties() -> None:
-    from materializers.spark_session import names_collector, properties
+def test_a_collector_is_named_only_by_a_collector_option() -> None:
+    from materializers.spark_session import names_collector
 
-    text = "# c\n! c\n\nspark.a   b c\nspark.b=d\nspark.c: e\n  spark.d\tf  \nlonely\n"
-    assert properties(text) == {
-        "spark.a": "b c",
-        "spark.b": "d",
-        "spark.c": "e",
-        "spark.d": "f",
-        "lonely": "",
-    }
     assert names_collector("-Xmx1g -XX:+UseParallelGC") and names_collector("-XX:+UseG1GC")
     assert not names_collector("-XX:-UseG1GC -XX:+UseStringDeduplication -XX:MaxGCPauseMillis=100")
     assert not names_collector("-XX:+UseAdaptiveSizePolicyWithSystemGC")  # a collector's setting
