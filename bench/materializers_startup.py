@@ -11,7 +11,10 @@ decode (`from_avro`). Variants, in an order that rotates round by round:
 - `no_archive`: this tree with `MATERIALIZERS_JVM_CACHE=off`;
 - `baseline` (with `--baseline REF`): the tree at REF (a git worktree), its own archive written
   beforehand by its own `warm_class_archive`.
-Needs a broker (KAFKA_BOOTSTRAP_SERVERS: `make up`). Writes bench/results/materializers-startup.{json,md}.
+`--spark-conf-folder` runs every variant under a Spark conf folder with files in it (SPARK_CONF_DIR), as
+on a host with a Spark install (its conf/ ships templates), which Spark's launcher puts on the driver's
+class path. Needs a broker (KAFKA_BOOTSTRAP_SERVERS: `make up`). Writes
+bench/results/materializers-startup.{json,md} (-conf-folder.{json,md} with that flag).
 """
 
 from __future__ import annotations
@@ -58,8 +61,9 @@ spark.stop()
 WARM = "from materializers import spark_session as s; print(s.warm_class_archive())"
 
 
-def run_python(code: str, tree: Path, env: dict[str, str], *args: str) -> str:
-    """`code` in a fresh interpreter importing the packages of `tree` (cwd outside every tree)."""
+def run_python(code: str, tree: Path, env: dict[str, str], *args: str) -> list[str]:
+    """`code` in a fresh interpreter importing the packages of `tree` (cwd outside every tree): the
+    lines it printed."""
     out = subprocess.run(
         [sys.executable, "-c", code, *args],
         env={**env, "PYTHONPATH": str(tree)},
@@ -69,11 +73,14 @@ def run_python(code: str, tree: Path, env: dict[str, str], *args: str) -> str:
         timeout=600,
         check=True,
     )
-    return out.stdout.strip().splitlines()[-1]
+    return out.stdout.strip().splitlines()
 
 
 def measure(tree: Path, env: dict[str, str], bootstrap: str, topic: str) -> dict[str, float]:
-    found: dict[str, float] = json.loads(run_python(PROBE, tree, env, bootstrap, topic))
+    # The last line the probe printed: a JVM that fails to write its archive at exit (the baseline's
+    # under a conf folder) prints "Error occurred during initialization of VM" after it.
+    printed = run_python(PROBE, tree, env, bootstrap, topic)
+    found: dict[str, float] = json.loads([line for line in printed if line.startswith("{")][-1])
     found["ready_s"] = sum(found.values())
     return found
 
@@ -107,6 +114,16 @@ def worktree(ref: str | None, into: Path) -> Iterator[Path | None]:
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(into)], check=False)
 
 
+def conf_folder(into: Path) -> Path:
+    """A Spark conf folder as a Spark install ships it: templates, and a spark-defaults.conf that sets
+    nothing."""
+    into.mkdir()
+    (into / "spark-defaults.conf").write_text("# spark.master spark://master:7077\n")
+    (into / "log4j2.properties.template").write_text("rootLogger.level = info\n")
+    (into / "spark-env.sh.template").write_text("# SPARK_LOCAL_IP=\n")
+    return into
+
+
 def summarize(runs: list[dict[str, float]]) -> dict[str, float]:
     return {k: round(statistics.median(r[k] for r in runs), 2) for k in runs[0]}
 
@@ -117,7 +134,8 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         "# Materializer driver start-up: JVM class archive vs none, and vs a baseline commit",
         "",
-        f"{result['rounds']} rounds, the variants' order rotating, a fresh process each{baseline}; medians, "
+        f"{result['rounds']} rounds, the variants' order rotating, a fresh process each{baseline}"
+        f"{' under a Spark conf folder with files in it (SPARK_CONF_DIR)' if result.get('conf_folder') else ''}; medians, "
         "seconds; 2 cores, the local stack running. `kafka_s`: a batch read of 100 records through "
         "Spark's Kafka source; `avro_s`: a `from_avro` decode; `ready_s`: the sum.",
         "",
@@ -136,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--baseline", help="a git ref whose tree runs as the `baseline` variant (e.g. HEAD~1)")
     p.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
+    p.add_argument("--spark-conf-folder", action="store_true", help="every variant under a Spark conf folder")
     args = p.parse_args(argv)
     bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
     with (
@@ -143,14 +162,17 @@ def main(argv: list[str] | None = None) -> int:
         probe_topic(bootstrap) as topic,
         worktree(args.baseline, Path(work) / "baseline") as old,
     ):
+        base = dict(os.environ)
+        if args.spark_conf_folder:
+            base["SPARK_CONF_DIR"] = str(conf_folder(Path(work) / "conf"))
         variants = {
-            name: (REPO, {**os.environ, "MATERIALIZERS_JVM_CACHE": cache})
+            name: (REPO, {**base, "MATERIALIZERS_JVM_CACHE": cache})
             for name, cache in (("archive", str(Path(work) / "jvm")), ("no_archive", "off"))
         }
         if old is not None:
             variants["baseline"] = (
                 old,
-                {**os.environ, "MATERIALIZERS_JVM_CACHE": str(Path(work) / "jvm-old")},
+                {**base, "MATERIALIZERS_JVM_CACHE": str(Path(work) / "jvm-old")},
             )
         for name in ("archive", "baseline"):  # written before the first measured start, as `make fetch` does
             if name in variants:
@@ -163,12 +185,14 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "rounds": args.rounds,
         "baseline": args.baseline,
+        "conf_folder": args.spark_conf_folder,
         "runs": runs,
         "median": {k: summarize(v) for k, v in runs.items()},
     }
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "materializers-startup.json").write_text(json.dumps(result, indent=2))
-    (args.out_dir / "materializers-startup.md").write_text(render(result))
+    stem = "materializers-startup" + ("-conf-folder" if args.spark_conf_folder else "")
+    (args.out_dir / f"{stem}.json").write_text(json.dumps(result, indent=2))
+    (args.out_dir / f"{stem}.md").write_text(render(result))
     print(render(result))
     return 0
 

@@ -25,6 +25,7 @@ from materializers.spark_session import (
     java_binary,
     local_heap,
     locate_jars,
+    spark_jar_glob,
 )
 
 pytestmark = pytest.mark.integration
@@ -107,9 +108,12 @@ def test_jars_come_from_the_located_files_and_partitions_follow_the_master(spark
     located = locate_jars()
     assert located.files, "the test stack's jars are fetched: the driver uses files, not Ivy"
     # a local driver has them on its JVM's class path (nothing shipped to executors), after any
-    # spark.driver.extraClassPath of the user's
+    # spark.driver.extraClassPath of the user's; Spark's own jars next, ahead of its conf folder
     conf = spark.sparkContext.getConf()
-    assert conf.get("spark.driver.defaultExtraClassPath").split(os.pathsep)[1:] == list(located.files)
+    assert conf.get("spark.driver.defaultExtraClassPath").split(os.pathsep)[1:] == [
+        *located.files,
+        spark_jar_glob(os.environ),
+    ]
     assert not conf.contains("spark.jars") and not conf.contains("spark.driver.extraClassPath")
     class_path = str(jvm_property(spark, "java.class.path")).split(os.pathsep)
     assert set(located.files) <= set(class_path)
@@ -177,10 +181,23 @@ def test_checkpoints_are_written_by_the_file_system_manager_and_resume(spark: An
     ]
 
 
-def test_a_warmed_class_archive_maps_the_kafka_sources_classes_in_a_later_driver(tmp_path: Path) -> None:
+@pytest.mark.parametrize("conf_folder", [False, True], ids=["no-conf-folder", "a-spark-conf-folder"])
+def test_a_warmed_class_archive_maps_the_kafka_sources_classes_in_a_later_driver(
+    tmp_path: Path, conf_folder: bool
+) -> None:
     """`devstack fetch` writes the archive with the Kafka source's classes loaded; a driver started
-    later maps them from it (the JVM's class-load log says where each class came from)."""
+    later maps them from it (the JVM's class-load log says where each class came from). So it does
+    under a Spark conf folder with files in it (a Spark install's conf/, SPARK_CONF_DIR), which
+    Spark's launcher puts on the class path: the JVM neither writes nor maps an archive with such a
+    folder ahead of its jars. The folder still counts: its spark-defaults.conf and its files on the
+    driver's class path."""
     env = {**os.environ, ENV_JVM_CACHE: str(tmp_path / "jvm")}
+    if conf_folder:
+        conf = tmp_path / "conf"
+        conf.mkdir()
+        (conf / "spark-defaults.conf").write_text("spark.toolkit.probe from-the-conf-folder\n")
+        (conf / "toolkit-probe.properties").write_text("probe=1\n")
+        env["SPARK_CONF_DIR"] = str(conf)
     warm = "from materializers import spark_session as s; print(s.warm_class_archive())"
     written = subprocess.run(
         [sys.executable, "-c", warm], env=env, capture_output=True, text=True, timeout=600, check=True
@@ -190,22 +207,28 @@ def test_a_warmed_class_archive_maps_the_kafka_sources_classes_in_a_later_driver
     later = (
         "from materializers import spark_session as s; spark = s.build('local[1]', 'later'); "
         "spark.read.format('kafka').option('kafka.bootstrap.servers', '127.0.0.1:9')"
-        ".option('subscribe', 't').load().schema; spark.stop()"
+        ".option('subscribe', 't').load().schema; jvm = spark.sparkContext._jvm; "
+        "print(spark.conf.get('spark.toolkit.probe', None), "
+        "jvm.Thread.currentThread().getContextClassLoader().getResource('toolkit-probe.properties') is not None); "
+        "spark.stop()"
     )
     logs = tmp_path / "loads"
     logs.mkdir()
-    subprocess.run(
+    shown = subprocess.run(
         [sys.executable, "-c", later],
         env={**env, "JAVA_TOOL_OPTIONS": f"-Xlog:class+load=info:file={logs}/%p.log"},
         capture_output=True,
+        text=True,
         timeout=600,
         check=True,
-    )
+    ).stdout.strip()
     loads = [
         line for log in logs.glob("*.log") for line in log.read_text().splitlines() if " source: " in line
     ]
     provider = [line for line in loads if "org.apache.spark.sql.kafka010.KafkaSourceProvider " in line]
     assert provider and all("source: shared objects file" in line for line in provider), provider
+    expected = "from-the-conf-folder True" if conf_folder else "None False"
+    assert shown.splitlines()[-1] == expected
 
 
 def test_a_users_driver_class_path_stays_first_on_a_local_driver(tmp_path: Path) -> None:

@@ -62,6 +62,19 @@ def test_a_jvm_writes_its_own_file_which_a_later_start_promotes_once_settled(tmp
     assert archive.read_bytes() == b"archive" and not written.exists()
 
 
+def test_the_newest_settled_archive_is_promoted_and_the_other_settled_ones_removed(tmp_path: Path) -> None:
+    archive = tmp_path / "spark-driver-x.jsa"
+    for writer, mtime in ((1, 900.0), (2, 950.0), (3, 1090.0)):  # 3: maybe still being written
+        written = tmp_path / f"spark-driver-x.jsa.{writer}.tmp"
+        written.write_bytes(f"archive {writer}".encode())
+        os.utime(written, (mtime, mtime))
+    assert class_sharing_options(archive, now=1100.0, writer=9).startswith(
+        f"-XX:SharedArchiveFile={archive} "
+    )
+    assert archive.read_bytes() == b"archive 2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spark-driver-x.jsa", "spark-driver-x.jsa.3.tmp"]
+
+
 def test_a_restarted_driver_sees_its_delta_tables_without_spark(tmp_path: Path) -> None:
     from materializers.views.delta_warehouse import _has_log
 

@@ -8,11 +8,19 @@ import os
 from importlib.metadata import version
 from pathlib import Path
 
+import pyspark
 import pytest
 
 import materializers
 from materializers.errors import MaterializerError
-from materializers.spark_session import ENV_SPARK_JARS, SIZED_BY_PARALLELISM, SparkJars, locate_jars, packages
+from materializers.spark_session import (
+    ENV_SPARK_JARS,
+    SIZED_BY_PARALLELISM,
+    SparkJars,
+    locate_jars,
+    packages,
+    spark_jar_glob,
+)
 
 SPARK, DELTA = version("pyspark"), version("delta-spark")
 
@@ -37,11 +45,19 @@ def test_the_setting_names_folders_and_files(tmp_path: Path) -> None:
     # class archive can hold their classes; a cluster's executors fetch them (spark.jars)
     # (after the user's spark.driver.extraClassPath, which Spark's launcher puts first; Spark's own
     # default entry kept)
-    assert found.conf("local[2]") == {
-        "spark.driver.defaultExtraClassPath": os.pathsep.join(("hive-jackson/*", *found.files))
+    # Spark's own jars come next, ahead of the conf folder Spark's launcher puts after this (the JVM
+    # maps a class archive only when no folder with files comes before the jars it was made from)
+    spark_jars = "/spark/jars/*"
+    assert found.conf("local[2]", spark_jars) == {
+        "spark.driver.defaultExtraClassPath": os.pathsep.join(("hive-jackson/*", *found.files, spark_jars))
     }
     assert found.on_class_path("local[*]") and not found.on_class_path("spark://m:7077")
-    assert found.conf("spark://m:7077") == {"spark.jars": ",".join(found.files)}
+    assert found.conf("spark://m:7077", spark_jars) == {
+        "spark.jars": ",".join(found.files),
+        "spark.driver.defaultExtraClassPath": os.pathsep.join(("hive-jackson/*", spark_jars)),
+    }
+    assert spark_jar_glob({"SPARK_HOME": "/opt/spark"}) == "/opt/spark/jars/*"
+    assert spark_jar_glob({}) == str(Path(pyspark.__file__).parent / "jars" / "*")
 
 
 def test_a_setting_naming_nothing_usable_is_refused_with_the_fix(tmp_path: Path) -> None:
@@ -58,8 +74,9 @@ def test_unset_the_toolkit_cache_for_these_versions_then_spark_resolves_coordina
     assert locate_jars({"TOOLKIT_CACHE": str(tmp_path)}) == SparkJars(packages=packages())
     assert not SparkJars(packages=packages()).on_class_path("local[2]")  # Ivy's jars: spark.jars.packages
     assert SparkJars(packages=packages()).conf("local[2]") == {
+        "spark.driver.defaultExtraClassPath": "hive-jackson/*",
         "spark.jars.packages": f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK},"
-        f"org.apache.spark:spark-avro_2.13:{SPARK},io.delta:delta-spark_2.13:{DELTA}"
+        f"org.apache.spark:spark-avro_2.13:{SPARK},io.delta:delta-spark_2.13:{DELTA}",
     }
     cached = _jars(
         tmp_path / f"spark-{SPARK}-delta-{DELTA}" / "jars", f"spark-sql-kafka-0-10_2.13-{SPARK}.jar"
