@@ -305,27 +305,27 @@ _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 def class_sharing_options(archive: Path, *, now: float, writer: int) -> str:
     """JVM options: map the archive, or write one at exit; promotes a settled written one first."""
-    if not archive.is_file():
-        _promote_settled(archive, now)
+    _settle(archive, now)
     if archive.is_file():
         return f"-XX:SharedArchiveFile={archive} -Xshare:auto {_QUIET}"
     return f"-XX:ArchiveClassesAtExit={archive}.{writer}.tmp {_QUIET}"
 
 
-def _promote_settled(archive: Path, now: float) -> None:
-    """The newest written archive that has settled becomes `archive`; the other settled ones, each as
-    large (100-200 MB), are removed. Another start doing the same at once is no error."""
+def _settle(archive: Path, now: float) -> None:
+    """Where no `archive` is, the newest written one that has settled becomes it; the other settled
+    ones, each as large (100-200 MB), are removed (a JVM that started before the archive was there
+    still writes one at exit). Another start doing the same at once is no error."""
     settled: list[tuple[float, Path]] = []
     for written in archive.parent.glob(archive.name + ".*.tmp"):
         with suppress(FileNotFoundError):
             if now - (mtime := written.stat().st_mtime) > _SETTLED_S:
                 settled.append((mtime, written))
     settled.sort()
-    for _, other in settled[:-1]:
-        other.unlink(missing_ok=True)
-    if settled:
+    if settled and not archive.is_file():
         with suppress(FileNotFoundError):
-            settled[-1][1].replace(archive)
+            settled.pop()[1].replace(archive)
+    for _, other in settled:
+        other.unlink(missing_ok=True)
 
 
 def warm_class_archive() -> Path | None:

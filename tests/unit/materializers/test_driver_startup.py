@@ -73,6 +73,13 @@ def test_the_newest_settled_archive_is_promoted_and_the_other_settled_ones_remov
     )
     assert archive.read_bytes() == b"archive 2"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spark-driver-x.jsa", "spark-driver-x.jsa.3.tmp"]
+    # written by a JVM that started before there was an archive: removed once settled, the archive kept
+    assert class_sharing_options(archive, now=1200.0, writer=10).startswith(
+        f"-XX:SharedArchiveFile={archive} "
+    )
+    assert [p.name for p in tmp_path.iterdir()] == [
+        "spark-driver-x.jsa"
+    ] and archive.read_bytes() == b"archive 2"
 
 
 def test_a_restarted_driver_sees_its_delta_tables_without_spark(tmp_path: Path) -> None:
