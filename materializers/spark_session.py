@@ -183,7 +183,7 @@ class SparkJars:
         """The class archive of a driver on `master` taking these jars (`class_archive`)."""
         return class_archive(self.files or self.packages, on_class_path=self.on_class_path(master))
 
-    def conf(self, master: str, spark_jars: str = "") -> dict[str, str]:
+    def conf(self, master: str, spark_jars: str) -> dict[str, str]:
         """The session's settings that bring these jars; `spark_jars`: Spark's own jars as its
         launcher names them (`spark_jar_glob`), put ahead of the conf folder (see the module doc)."""
         # Spark's launcher puts this after `spark.driver.extraClassPath`, which stays the user's

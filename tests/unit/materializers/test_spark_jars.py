@@ -73,8 +73,8 @@ def test_a_setting_naming_nothing_usable_is_refused_with_the_fix(tmp_path: Path)
 def test_unset_the_toolkit_cache_for_these_versions_then_spark_resolves_coordinates(tmp_path: Path) -> None:
     assert locate_jars({"TOOLKIT_CACHE": str(tmp_path)}) == SparkJars(packages=packages())
     assert not SparkJars(packages=packages()).on_class_path("local[2]")  # Ivy's jars: spark.jars.packages
-    assert SparkJars(packages=packages()).conf("local[2]") == {
-        "spark.driver.defaultExtraClassPath": "hive-jackson/*",
+    assert SparkJars(packages=packages()).conf("local[2]", "/spark/jars/*") == {
+        "spark.driver.defaultExtraClassPath": f"hive-jackson/*{os.pathsep}/spark/jars/*",
         "spark.jars.packages": f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK},"
         f"org.apache.spark:spark-avro_2.13:{SPARK},io.delta:delta-spark_2.13:{DELTA}",
     }
