@@ -78,6 +78,21 @@ def test_current_rows_carry_the_newest_values_and_their_positions() -> None:
     assert rows[0]["updated_at"] == AT
 
 
+def test_a_batch_of_one_change_per_entity_is_its_own_merge_source_in_its_order() -> None:
+    table = batch().take([4, 2])  # entity 2's delete, then entity 1's p12 (its description not carried)
+    table = table.set_column(table.schema.get_field_index("keep_fields"), "keep_fields",
+                             pa.array([[], []], pa.list_(pa.string())))  # fmt: skip
+    newest = newest_of(table["entity"], table["position"], table["keep_fields"], DATA)
+    assert newest.rows == [1, 0] and all(newest.carriers[c] is newest.rows for c in DATA)
+    whole = current_rows(table, newest, DATA)
+    assert whole.column("entity").to_pylist() == ["2", "1"]  # the batch's order, nothing taken
+    taken = current_rows(table, newest._replace(carriers={c: list(newest.rows) for c in DATA}), DATA)
+    assert taken.column("entity").to_pylist() == ["1", "2"]  # along the entity order
+    assert whole.schema == taken.schema
+    assert sorted(whole.to_pylist(), key=lambda r: r["entity"]) == taken.to_pylist()
+    assert whole.to_pylist()[1]["carried_at"] == {"name": "p12", "description": "p12"}
+
+
 def test_history_rows_keep_each_pair_once_and_drop_the_written_ones() -> None:
     table = batch()
     seen = pa.table({"entity": ["1", "9"], "position": ["p10", "p10"]}, schema=VIEWS)
