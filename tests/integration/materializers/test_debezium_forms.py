@@ -79,6 +79,24 @@ def test_both_forms_decode_to_the_same_changes_and_errors(spark: Any) -> None:
         assert DATA_DDL in by_offset[unfit]["error"]
 
 
+def test_an_error_row_keeps_its_records_bytes_and_a_change_none(spark: Any) -> None:
+    """The bytes a dead letter is written from; a change carries none (they would dominate its size)."""
+    records = changes(False)
+    raw = spark.createDataFrame(
+        [(k, v, "t", 0, i) for i, (k, v) in enumerate(records)],
+        "key binary, value binary, topic string, partition int, offset long",
+    )
+    rows = (
+        dbz.Decoder(data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id")(raw)
+        .orderBy("src_offset")
+        .collect()
+    )
+    assert [(r["src_key"], r["src_value"]) for r in rows if r["error"] is None] == [(None, None)] * 5
+    assert [(bytes(r["src_key"]), bytes(r["src_value"])) for r in rows if r["error"] is not None] == records[
+        5:
+    ]
+
+
 def test_real_connector_without_schemas(spark: Any, cdc_source: Any, run_config: Any, endpoints: Any) -> None:
     source = cdc_source(TABLE_DDL)
     pg = source.pg
