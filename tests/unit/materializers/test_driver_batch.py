@@ -79,7 +79,7 @@ def test_current_rows_carry_the_newest_values_and_their_positions() -> None:
 
 
 def test_a_batch_of_one_change_per_entity_is_its_own_merge_source_in_its_order() -> None:
-    table = batch().take([4, 2])  # entity 2's delete, then entity 1's p12 (its description not carried)
+    table = batch().take([4, 2])  # entity 2's delete, then entity 1's p12, each carrying every column:
     table = table.set_column(table.schema.get_field_index("keep_fields"), "keep_fields",
                              pa.array([[], []], pa.list_(pa.string())))  # fmt: skip
     newest = newest_of(table["entity"], table["position"], table["keep_fields"], DATA)
