@@ -77,9 +77,8 @@ def test_the_newest_settled_archive_is_promoted_and_the_other_settled_ones_remov
     assert class_sharing_options(archive, now=1200.0, writer=10).startswith(
         f"-XX:SharedArchiveFile={archive} "
     )
-    assert [p.name for p in tmp_path.iterdir()] == [
-        "spark-driver-x.jsa"
-    ] and archive.read_bytes() == b"archive 2"
+    assert [p.name for p in tmp_path.iterdir()] == ["spark-driver-x.jsa"]
+    assert archive.read_bytes() == b"archive 2"
 
 
 def test_a_restarted_driver_sees_its_delta_tables_without_spark(tmp_path: Path) -> None:
