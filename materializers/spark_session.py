@@ -113,6 +113,13 @@ TYPES_FRAMEWORK = {"spark.sql.types.framework.enabled": "false"}
 # instead (each operator's own generated code, compiled), unless configured.
 COMPILE_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
 CLUSTER_CODEGEN = {"spark.sql.codegen.hugeMethodLimit": "8000"}
+# The JVM collects when its class metadata first passes MetaspaceSize (~21 MB by default) and again
+# as it grows: a driver loads ~38 MB of Spark, Kafka, Avro and Delta classes, so every driver paid
+# two such collections in its first batches, full ones under the parallel collector (~0.1 s each,
+# both cores stopped). 128 MB is a threshold, not a reservation: the 2M-change Avro backfill child
+# on `local[2]` paused 0.95-1.16 s in all instead of 1.35-1.36 s, 146-149k rows/s instead of
+# 142-147k (three alternating pairs, bench/results/history.md).
+METASPACE_THRESHOLD = "-XX:MetaspaceSize=128m"
 # Spark generates no whole-stage code for an operator with more than `maxFields` fields, nested ones
 # counted, in its input or output (100 by default). A Debezium Avro decode carries a document per
 # writer schema version of the topic (nested and flat, ~3 fields per column read, plus ~8), so a
@@ -475,6 +482,7 @@ def java_options(jit: str, environ: Mapping[str, str], sharing: str = "") -> str
     yours = defaults.get(EXTRA_JAVA_OPTIONS, "")
     options = [
         COMPILE_HUGE_METHODS,
+        METASPACE_THRESHOLD,
         DRIVER_JIT[jit],
         driver_collector(jit, environ, defaults),
         sharing,

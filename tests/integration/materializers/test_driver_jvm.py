@@ -45,6 +45,8 @@ def test_the_driver_jvm_compiles_with_c1_only_by_default_in_a_full_size_code_cac
         jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
     )
     assert str(diagnostics.getVMOption("DontCompileHugeMethods").getValue()) == "false"
+    # class metadata first collected past 128 MB, not ~21 MB (a driver loads ~38 MB of it)
+    assert str(diagnostics.getVMOption("MetaspaceSize").getValue()) == str(128 * 1024 * 1024)
     assert spark.conf.get("spark.sql.codegen.hugeMethodLimit") == "65535"  # Spark's: a local master
     # C1 alone would reserve 48 MB, which a long-running driver fills (the JVM then stops compiling)
     pools = {str(p.getName()): p for p in jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()}

@@ -238,17 +238,23 @@ def test_a_collector_is_named_only_by_a_collector_option() -> None:
 
 
 def test_the_drivers_java_options_carry_yours_from_spark_defaults_last(tmp_path: Path) -> None:
-    from materializers.spark_session import COMPILE_HUGE_METHODS, DRIVER_JIT, java_options
+    from materializers.spark_session import (
+        COMPILE_HUGE_METHODS,
+        DRIVER_JIT,
+        METASPACE_THRESHOLD,
+        java_options,
+    )
 
     env = {"SPARK_CONF_DIR": str(tmp_path)}
     sharing = "-XX:SharedArchiveFile=/c/a.jsa -Xshare:auto"
-    assert java_options("quick", env, sharing) == f"{COMPILE_HUGE_METHODS} {DRIVER_JIT['quick']} {sharing}"
-    assert java_options("full", env) == f"{COMPILE_HUGE_METHODS} {DRIVER_JIT['full']} -XX:+UseParallelGC"
+    ours = f"{COMPILE_HUGE_METHODS} {METASPACE_THRESHOLD}"
+    assert java_options("quick", env, sharing) == f"{ours} {DRIVER_JIT['quick']} {sharing}"
+    assert java_options("full", env) == f"{ours} {DRIVER_JIT['full']} -XX:+UseParallelGC"
     (tmp_path / "spark-defaults.conf").write_text(
         "spark.driver.extraJavaOptions -Dtoolkit.site=eu -XX:TieredStopAtLevel=4 -XX:+UseG1GC\n"
     )
     # the session's setting replaces the file's: yours come last, and win where both set an option
     assert java_options("quick", env, sharing) == (
-        f"{COMPILE_HUGE_METHODS} {DRIVER_JIT['quick']} {sharing} -Dtoolkit.site=eu -XX:TieredStopAtLevel=4 -XX:+UseG1GC"
+        f"{ours} {DRIVER_JIT['quick']} {sharing} -Dtoolkit.site=eu -XX:TieredStopAtLevel=4 -XX:+UseG1GC"
     )
     assert "-XX:+UseParallelGC" not in java_options("full", env)  # your collector, not a second one
