@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
         help="earliest | latest | OFFSETS_JSON (first run only; after `restore` the snapshot's offsets win)",
     )
     where.add_argument("--from-timestamp", help="ISO-8601 time to start from (first run only)")
-    start.add_argument("--trigger", help="micro-batch interval, e.g. 1s, 500ms (default 500ms)")
+    start.add_argument("--trigger", help="micro-batch interval, e.g. 1s, 500ms (default 250ms)")
     start.add_argument(
         "--master",
         help="Spark master URL (env MATERIALIZERS_MASTER, then SPARK_MASTER_URL; default local[*])",

@@ -21,7 +21,7 @@ ENV_SPARK_MASTER = "SPARK_MASTER_URL"
 # Local mode with a thread per core of this host; a cluster is named by URL.
 DEFAULT_MASTER = "local[*]"
 ENV_TRIGGER = "MATERIALIZERS_TRIGGER"
-DEFAULT_TRIGGER = "500 milliseconds"
+DEFAULT_TRIGGER = "250 milliseconds"
 ENV_OPTIMIZE_EVERY = "MATERIALIZERS_OPTIMIZE_EVERY"
 ENV_FAILPOINT = "MATERIALIZERS_FAILPOINT"
 ENV_TOPIC = "MATERIALIZERS_TOPIC"
@@ -61,9 +61,11 @@ class RunConfig:
     endpoints: Endpoints = field(default_factory=Endpoints)
     home: Path = Path(".materializers")
     master: str = DEFAULT_MASTER
-    # A batch starts every half second, or at once when the last took longer: at 2k rows/s with the
-    # three views, p99 commit->cache 1.55 s at 1 s and 1.04 s here, for 0.7 instead of 0.43 of a core;
-    # 100 ms bought ~5% more at 1.07 cores (bench/results/history.md, 2026-11-29).
+    # A batch starts every quarter second, or at once when the last took longer: a steady batch of the
+    # three views at 2k rows/s takes ~0.25 s, so they run about back to back, and a change no longer
+    # waits up to half a second for the next one to start. Worst view p99 at 2k rows/s 0.59 / 0.63 /
+    # 0.81 s instead of 0.84 / 0.83 / 0.89 at 500 ms (three side-by-side pairs), for ~0.8 instead of
+    # ~0.4 of a core; 150 ms bought nothing more (bench/results/history.md, 2026-12-07).
     trigger: str = DEFAULT_TRIGGER
     optimize_every: int = 50
     failpoint: str = ""

@@ -89,13 +89,14 @@ class MaterializerFactory:
         table: str | None = None,
         start: str = "earliest",
         views: Sequence[str] = (),
-        trigger: str = "500ms",
+        trigger: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> MaterializerRun:
         """Start `materializer` (an object defined at module level, or `module:attr` / a name) as a
         `materializers start` process reading `topic` (default: its own) from `start` (earliest, latest
         or offsets JSON; the first run only). `table`: the Postgres table a CDC materializer mirrors
-        (what `verify` reads); `views`: keep only these; `env`: more environment for the driver."""
+        (what `verify` reads); `views`: keep only these; `trigger`: the batch interval (default: the
+        job's); `env`: more environment for the driver."""
         reference, spec = resolve(materializer)
         run_id = uuid.uuid4().hex[:10]
         home = self.root / f"{spec.name}-{run_id}"
@@ -106,7 +107,7 @@ class MaterializerFactory:
             "MATERIALIZERS_TOPIC": source,
             # Its own dead letters, named after the topic (a topic factory's `<name>.*` clean-up finds it).
             "MATERIALIZERS_DLQ_TOPIC": f"{source}.dlq-{run_id}",
-            "MATERIALIZERS_TRIGGER": trigger,
+            **({"MATERIALIZERS_TRIGGER": trigger} if trigger else {}),
             **({"MATERIALIZERS_TABLE": table} if table else {}),
             **({"MATERIALIZERS_VIEWS": ",".join(views)} if views else {}),
         }

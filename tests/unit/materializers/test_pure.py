@@ -90,7 +90,7 @@ def test_trigger(text: str, spark: str) -> None:
 
 
 def test_the_default_trigger_is_the_same_from_code_and_from_the_environment() -> None:
-    assert RunConfig().trigger == RunConfig.from_env({}).trigger == "500 milliseconds"
+    assert RunConfig().trigger == RunConfig.from_env({}).trigger == "250 milliseconds"
     assert RunConfig.from_env({"MATERIALIZERS_TRIGGER": "2s"}).trigger == "2 seconds"
 
 
