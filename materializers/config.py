@@ -62,10 +62,11 @@ class RunConfig:
     home: Path = Path(".materializers")
     master: str = DEFAULT_MASTER
     # A batch starts every quarter second, or at once when the last took longer: a steady batch of the
-    # three views at 2k rows/s takes ~0.25 s, so they run about back to back, and a change no longer
-    # waits up to half a second for the next one to start. Worst view p99 at 2k rows/s 0.59 / 0.63 /
-    # 0.81 s instead of 0.84 / 0.83 / 0.89 at 500 ms (three side-by-side pairs), for ~0.8 instead of
-    # ~0.4 of a core; 150 ms bought nothing more (bench/results/history.md, 2026-12-07).
+    # three views at 2k rows/s takes ~0.25-0.35 s, so they run about back to back, and a change no
+    # longer waits up to half a second for the next one to start. Worst view p99 at 2k rows/s 0.59 /
+    # 0.63 / 0.81 / 0.82 s instead of 0.84 / 0.83 / 0.89 / 0.96 at 500 ms (four side-by-side pairs),
+    # for ~0.8 instead of ~0.4 of a core; 150 ms bought nothing more (bench/results/history.md,
+    # 2026-12-07).
     trigger: str = DEFAULT_TRIGGER
     optimize_every: int = 50
     failpoint: str = ""
