@@ -32,7 +32,14 @@ from materializers import (
 )
 from materializers.aggregate_verify import verify_aggregate
 from materializers.catalog import ENTRY_POINT_GROUP, available, lookup
-from materializers.config import AUTO, DRIVER_ROWS, OPENSEARCH_URL, SEARCH_BACKENDS, RunConfig
+from materializers.config import (
+    AUTO,
+    DEFAULT_TRIGGER,
+    DRIVER_ROWS,
+    OPENSEARCH_URL,
+    SEARCH_BACKENDS,
+    RunConfig,
+)
 from materializers.errors import BadAggregate, ConflictingJobs, JobNotRunning, UnknownView
 from materializers.job import topic_partitions
 from materializers.spec import Materializer
@@ -76,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
         help="earliest | latest | OFFSETS_JSON (first run only; after `restore` the snapshot's offsets win)",
     )
     where.add_argument("--from-timestamp", help="ISO-8601 time to start from (first run only)")
-    start.add_argument("--trigger", help="micro-batch interval, e.g. 1s, 500ms (default 250ms)")
+    start.add_argument("--trigger", help=f"micro-batch interval, e.g. 1s, 500ms (default {DEFAULT_TRIGGER})")
     start.add_argument(
         "--master",
         help="Spark master URL (env MATERIALIZERS_MASTER, then SPARK_MASTER_URL; default local[*])",
