@@ -15,8 +15,9 @@ from rich.table import Table
 
 from demo.report import Sample
 from demo.search import SearchReader
-from materializers import lag, status
-from materializers.job import JobPlan
+from materializers.ops import lag
+from materializers.runtime import status
+from materializers.runtime.job import JobPlan
 
 PROBE_IDS = 40
 

@@ -45,7 +45,7 @@ class Summary:
     live_started_at: float = 0.0  # epoch seconds: when the live workload started
     killed_at_s: float | None = None  # seconds since the workload started
     recovered_at_s: float | None = None  # the first view update after the kill
-    # Where the time went, from each job's timeline (materializers.timeline): the restart's phases
+    # Where the time went, from each job's timeline (materializers.runtime.timeline): the restart's phases
     # (seconds from the kill) and the steady batches' median step times (ms), per job.
     recovery_phases: dict[str, dict[str, float]] = field(default_factory=dict)
     steady_batches: dict[str, dict[str, float]] = field(default_factory=dict)

@@ -48,11 +48,12 @@ from eventstore.config import StoreConfig
 from kafkakit.clients import make_consumer
 from kafkakit.errors import ConfigError
 from kafkakit.logs import configure_demo_logging
-from materializers import checkpoint, lag, timeline
 from materializers.catalog import lookup
 from materializers.config import RunConfig, parse_search_backend
-from materializers.job import JobPlan
-from materializers.verify import verify
+from materializers.ops import lag
+from materializers.ops.verify import verify
+from materializers.runtime import checkpoint, timeline
+from materializers.runtime.job import JobPlan
 
 console = Console()
 
@@ -476,7 +477,7 @@ def topic_sizes(stack: StackHandle, topics: list[str]) -> dict[str, int]:
 
 
 def view_sizes(plans: list[JobPlan]) -> dict[str, int]:
-    from materializers.views import delta_warehouse
+    from materializers.views.warehouse import delta as delta_warehouse
 
     sizes = {}
     for plan in plans:

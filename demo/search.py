@@ -24,7 +24,7 @@ from devstack import stack
 from devstack.config import StackConfig
 from materializers.config import ENV_OPENSEARCH_URL, SEARCH_BACKENDS, parse_search_backend
 from materializers.plan import JobPlan
-from materializers.views.opensearch_index import SearchBackendUnavailable
+from materializers.views.search.opensearch import SearchBackendUnavailable
 
 log = logging.getLogger(__name__)
 ENV_DEMO_SEARCH = "DEMO_SEARCH"

@@ -17,7 +17,7 @@ package and must not pay for the rest):
   written from the driver, `TableBatch`/`FrameBatch` what they are handed, `Reject` what they refuse;
   `read_model(table)` is the built-in Postgres read-model view.
 - `JobPlan`: a materializer resolved against a config (topic, checkpoint, views);
-  `materializers.verify.verify(plan)` compares every view with its source of truth.
+  `materializers.ops.verify.verify(plan)` compares every view with its source of truth.
 - Errors, all under `MaterializerError`: `BadMaterializer`, `BadView`, `UnknownMaterializer`,
   `UnknownView`, `ConflictingJobs`, `ViewUnavailable`, `SourceUnavailable`, `CheckpointMismatch`.
 """
@@ -27,7 +27,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kafkakit.exports import lazy_exports
-from materializers.driver_memory import keep_freed_pages
 from materializers.errors import (
     BadMaterializer,
     BadView,
@@ -39,6 +38,7 @@ from materializers.errors import (
     UnknownView,
     ViewUnavailable,
 )
+from materializers.spark.memory import keep_freed_pages
 
 __all__ = [
     "BadMaterializer",
@@ -65,10 +65,10 @@ __all__ = [
 if TYPE_CHECKING:
     from materializers.config import RunConfig
     from materializers.launch import run
+    from materializers.materializer import Materializer
     from materializers.plan import JobPlan
-    from materializers.spec import Materializer
     from materializers.view import DriverView, FrameBatch, Reject, TableBatch, View
-    from materializers.views.postgres_table import read_model
+    from materializers.views.read_model import read_model
 
 # Before anything here loads pyarrow: its jemalloc reads its settings once, then.
 keep_freed_pages()
@@ -80,8 +80,8 @@ __getattr__, __dir__ = lazy_exports(
         "materializers.config": ("RunConfig",),
         "materializers.launch": ("run",),
         "materializers.plan": ("JobPlan",),
-        "materializers.spec": ("Materializer",),
+        "materializers.materializer": ("Materializer",),
         "materializers.view": ("DriverView", "FrameBatch", "Reject", "TableBatch", "View"),
-        "materializers.views.postgres_table": ("read_model",),
+        "materializers.views.read_model": ("read_model",),
     },
 )

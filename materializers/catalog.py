@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 
 from materializers.errors import BadMaterializer, UnknownMaterializer
-from materializers.spec import Materializer
+from materializers.materializer import Materializer
 from materializers.view import check_names, check_view, is_factory
 
 ENTRY_POINT_GROUP = "kafka_toolkit.materializers"
@@ -86,7 +86,7 @@ def checked(found: object, reference: str) -> Materializer:
     """`found` as a Materializer whose view instances implement the protocol, or the error saying why not."""
     if not isinstance(found, Materializer):
         raise BadMaterializer(
-            f"{reference!r} is a {type(found).__name__}, not a materializers.spec.Materializer; point "
+            f"{reference!r} is a {type(found).__name__}, not a materializers.materializer.Materializer; point "
             "at a Materializer(...) instance"
         )
     instances = [check_view(v, found.name) for v in found.views if not is_factory(v)]

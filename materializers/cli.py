@@ -19,18 +19,8 @@ from kafkakit.errors import ToolkitError
 from kafkakit.logs import configure_cli_logging
 from kafkakit.positions import StartPosition, parse_start, parse_timestamp
 from kafkakit.secrets import masked
-from materializers import (
-    generations,
-    lag,
-    launch,
-    lifecycle,
-    positions,
-    rebuild,
-    snapshots,
-    spark_session,
-    status,
-)
-from materializers.aggregate_verify import verify_aggregate
+from materializers import launch
+from materializers.aggregates.verify import verify_aggregate
 from materializers.catalog import ENTRY_POINT_GROUP, available, lookup
 from materializers.config import (
     AUTO,
@@ -40,10 +30,14 @@ from materializers.config import (
     SEARCH_BACKENDS,
     RunConfig,
 )
+from materializers.decode import positions
 from materializers.errors import BadAggregate, ConflictingJobs, JobNotRunning, UnknownView
-from materializers.job import topic_partitions
-from materializers.spec import Materializer
-from materializers.verify import verify
+from materializers.materializer import Materializer
+from materializers.ops import generations, lag, rebuild, snapshots
+from materializers.ops.verify import verify
+from materializers.runtime import lifecycle, status
+from materializers.runtime.job import topic_partitions
+from materializers.spark import session as spark_session
 
 log = logging.getLogger("materializers")
 # `start` flags that belong to one materializer: its own topic, table, checkpoint, dead letters.

@@ -17,13 +17,18 @@ from confluent_kafka import KafkaException
 
 from kafkakit.errors import BadStartPosition
 from kafkakit.positions import StartPosition, parse_start
-from materializers import aggregate_job, generations, lag, positions, runner, spark_session, timeline
+from materializers.aggregates import job as aggregate_job
 from materializers.catalog import lookup
 from materializers.config import RunConfig
+from materializers.decode import positions
 from materializers.errors import SourceUnavailable
-from materializers.job import claim_checkpoint, topic_partitions
+from materializers.materializer import Materializer
+from materializers.ops import generations, lag
 from materializers.plan import JobPlan
-from materializers.spec import Materializer
+from materializers.runtime import driver_loop as runner
+from materializers.runtime import timeline
+from materializers.runtime.job import claim_checkpoint, topic_partitions
+from materializers.spark import session as spark_session
 
 log = logging.getLogger(__name__)
 

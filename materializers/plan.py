@@ -14,13 +14,13 @@ from pathlib import Path
 
 from materializers.config import DRIVER_ROWS, VIEWS, RunConfig
 from materializers.errors import BadView, UnknownView
-from materializers.spec import Materializer
+from materializers.materializer import Materializer
 from materializers.view import View, check_names, check_view, is_factory
 from materializers.views.builtin import CacheView, SearchView, WarehouseView
-from materializers.views.delta_warehouse import DeltaWarehouse
-from materializers.views.opensearch_index import OpenSearchIndex, OpenSearchView, alias_name
 from materializers.views.redis_cache import RedisCache
-from materializers.views.search_index import SearchIndex
+from materializers.views.search.opensearch import OpenSearchIndex, OpenSearchView, alias_name
+from materializers.views.search.tantivy import SearchIndex
+from materializers.views.warehouse.delta import DeltaWarehouse
 
 GENERATIONS_DIR = "generations"
 

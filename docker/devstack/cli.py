@@ -78,7 +78,7 @@ def _as_dict(state: stack.ServiceState) -> dict[str, object]:
 
 
 def _fetch(_: StackConfig, __: argparse.Namespace) -> int:
-    from materializers.spark_session import warm_class_archive
+    from materializers.spark.session import warm_class_archive
 
     arts = fetch_all()
     console.print(f"artefacts cached under {arts.root}")

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from materializers import event_shape
+from materializers.decode import event_shape
 
 ENVELOPE_TIME_HEADER = "timestamp"  # eventstore/serde.py H_TIMESTAMP: epoch milliseconds
 Record = tuple[bytes, bytes, list[tuple[str, str | bytes | None]]]

@@ -36,7 +36,7 @@ from devstack.crash import ProcessGroups, crash_group, wait_until
 from devstack.processes import group_members
 from devstack.session import StackHandle
 from materializers import BadMaterializer, JobPlan, Materializer, RunConfig
-from materializers.checkpoint import Committed, Offsets, committed, lag
+from materializers.runtime.checkpoint import Committed, Offsets, committed, lag
 
 LOG_TAIL_LINES = 40
 
@@ -140,7 +140,7 @@ class MaterializerFactory:
         """Wait until `run`'s checkpoint committed a batch at or past `ends` (default: the topic's end
         offsets now), so every record before them is in every view. RuntimeError, with the driver's
         log tail, when it exits first; TimeoutError when it is still behind after `timeout_s`."""
-        from materializers.lag import end_offsets
+        from materializers.ops.lag import end_offsets
 
         target = ends if ends is not None else end_offsets(self.bootstrap, run.plan.topic)
 
@@ -282,8 +282,9 @@ def checked_plan(spec: Materializer, config: RunConfig, start: str) -> JobPlan:
     session: the views built and checked against the protocol, their stores reachable, the topic
     there, the start position valid for its partitions."""
     from kafkakit.positions import parse_start
-    from materializers import generations, positions
-    from materializers.job import topic_partitions
+    from materializers.decode import positions
+    from materializers.ops import generations
+    from materializers.runtime.job import topic_partitions
 
     plan = generations.resolve(spec, config)
     for view in plan.views():

@@ -14,7 +14,7 @@ import redis
 from _stack import drop_keys, order_events, unique
 
 from materializers import JobPlan, RunConfig, run
-from materializers.verify import verify
+from materializers.ops.verify import verify
 from shop.orders import ORDERS
 
 prefix = unique("docs-job")

@@ -14,8 +14,8 @@ from dataclasses import replace
 from _stack import order_events
 
 from materializers import DriverView, JobPlan, Reject, RunConfig, TableBatch, run
+from materializers.ops.verify import verify
 from materializers.truth import Difference, Truth, compare
-from materializers.verify import verify
 from shop.orders import ORDERS
 
 STATUS = {"order.created": "draft", "order.placed": "placed", "order.cancelled": "cancelled"}

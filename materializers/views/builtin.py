@@ -17,14 +17,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from materializers.changes import CHANGE_COLUMNS
-from materializers.driver_memory import release_freed_memory
+from materializers.decode.changes import CHANGE_COLUMNS
+from materializers.spark.memory import release_freed_memory
 from materializers.truth import Difference, Truth, compare
 from materializers.view import split_refused
-from materializers.views import delta_warehouse
-from materializers.views.delta_warehouse import HISTORY_COLUMNS, DeltaWarehouse
 from materializers.views.redis_cache import REJECT_DDL, RedisCache
-from materializers.views.search_index import SearchIndex, latest_changes
+from materializers.views.search.tantivy import SearchIndex, latest_changes
+from materializers.views.warehouse import delta as delta_warehouse
+from materializers.views.warehouse.delta import HISTORY_COLUMNS, DeltaWarehouse
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -19,7 +19,7 @@ from devstack import spark_cluster
 from devstack.connectors import ConnectorFactory
 from devstack.crash import StackFaults
 from devstack.materializer_runs import MaterializerFactory, MaterializerRun
-from materializers.verify import verify
+from materializers.ops.verify import verify
 from shop.products import TABLE_DDL
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration]

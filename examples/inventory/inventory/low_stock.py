@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from materializers import DriverView, Materializer, Reject, TableBatch, ViewUnavailable
-from materializers.debezium import Decoder
+from materializers.decode.debezium import Decoder
 from materializers.truth import Difference, Truth, compare
 
 if TYPE_CHECKING:

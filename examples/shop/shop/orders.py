@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from materializers import avro_events
-from materializers.changes import CHANGE_COLUMNS
-from materializers.spec import Materializer
+from materializers.decode import avro_events
+from materializers.decode.changes import CHANGE_COLUMNS
+from materializers.materializer import Materializer
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from materializers.avro_events import WriterSchemas
+    from materializers.decode.avro_events import WriterSchemas
 
 WANTED = {
     "order_id": "string",

@@ -6,8 +6,8 @@ Row mapping is the Debezium decoder's: every column of the row is a cache field 
 
 from __future__ import annotations
 
-from materializers import debezium
-from materializers.spec import Materializer
+from materializers.decode import debezium
+from materializers.materializer import Materializer
 
 DATA_DDL = "name string, description string, price string, stock int"
 TABLE_DDL = "id integer primary key, name text not null, description text, price numeric(12,2) not null, stock integer not null default 0"

@@ -12,7 +12,7 @@ behind the newest event time seen are dropped and counted (`materializers status
 
 from __future__ import annotations
 
-from materializers.aggregate import (
+from materializers.aggregates import (
     ENVELOPE_TIME,
     AggregateView,
     Aggregation,

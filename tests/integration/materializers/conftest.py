@@ -17,8 +17,8 @@ from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 from devstack.kafka_security import KafkaAccess
 from kafkakit.clients import make_admin, make_consumer, make_producer
 from kafkakit.settings import Endpoints
-from materializers import spark_session
 from materializers.config import RunConfig
+from materializers.spark import session as spark_session
 
 
 @pytest.fixture(scope="session")
@@ -276,7 +276,7 @@ def run_once(spark: Any, plan: Any, start: str = "earliest", job: Any = None) ->
     """Run a job (a new one, or `job` again: what it learned stays) until it has processed everything
     available now; return the Job."""
     from kafkakit.positions import parse_start
-    from materializers.job import Job
+    from materializers.runtime.job import Job
 
     job = job or Job(spark, plan)
     query = job.start(parse_start(start), available_now=True)

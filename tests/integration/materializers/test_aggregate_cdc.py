@@ -20,13 +20,14 @@ from test_debezium_avro import avro_converters
 
 from cdc.errors import ReplicaIdentityNotFull
 from kafkakit.positions import parse_start
-from materializers import runner, status
-from materializers.aggregate import AggregateView, Aggregation, CdcSource, materializer
-from materializers.aggregate_job import AggregateJob, table_path
-from materializers.aggregate_verify import verify_aggregate
+from materializers.aggregates.declaration import AggregateView, Aggregation, CdcSource, materializer
+from materializers.aggregates.job import AggregateJob, table_path
+from materializers.aggregates.verify import verify_aggregate
 from materializers.errors import IncompleteHistory
 from materializers.plan import JobPlan
-from materializers.views.delta_warehouse import query
+from materializers.runtime import driver_loop as runner
+from materializers.runtime import status
+from materializers.views.warehouse.delta import query
 
 pytestmark = pytest.mark.integration
 

@@ -22,15 +22,16 @@ from records import OrderEvents
 
 from devstack.event_records import register_schema
 from kafkakit.positions import parse_start
-from materializers import runner, status
-from materializers.aggregate import AggregateView, Aggregation, Derived, materializer
-from materializers.aggregate_job import AggregateJob, table_path
-from materializers.aggregate_verify import verify_aggregate
-from materializers.avro_events import NOT_KNOWN
+from materializers.aggregates.declaration import AggregateView, Aggregation, Derived, materializer
+from materializers.aggregates.job import AggregateJob, table_path
+from materializers.aggregates.verify import verify_aggregate
 from materializers.catalog import lookup
+from materializers.decode.avro_events import NOT_KNOWN
 from materializers.errors import StateIncompatible
 from materializers.plan import JobPlan
-from materializers.views.delta_warehouse import query
+from materializers.runtime import driver_loop as runner
+from materializers.runtime import status
+from materializers.views.warehouse.delta import query
 from shop.sku_per_minute import SKU_PER_MINUTE_VIEW
 
 pytestmark = pytest.mark.integration
@@ -381,7 +382,7 @@ def test_kill_after_merge_then_restart(lines: Lines, run_config: Any, endpoints:
     # The same name with a wider window, from the command line: refused before a session or a write.
     (tmp_path / "wider_skus.py").write_text(
         "import dataclasses\n"
-        "from materializers.aggregate import materializer\n"
+        "from materializers.aggregates.declaration import materializer\n"
         "from shop.sku_per_minute import SKU_PER_MINUTE_VIEW\n"
         "WIDER = materializer(dataclasses.replace(SKU_PER_MINUTE_VIEW, window='2 minutes'))\n"
     )

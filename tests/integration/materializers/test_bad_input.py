@@ -98,7 +98,7 @@ SHADOWS_CACHE = replace(PRODUCTS, name="shadows", views=(lambda plan: Named("cac
     [
         ("no_such_module_xyz:THING", "cannot import module 'no_such_module_xyz'"),
         ("{mod}:MISSING", "has no attribute 'MISSING'"),
-        ("{mod}:NOT_A_MATERIALIZER", "is a int, not a materializers.spec.Materializer"),
+        ("{mod}:NOT_A_MATERIALIZER", "is a int, not a materializers.materializer.Materializer"),
         ("{mod}:HALF_VIEW", "does not implement materializers.view.View (missing columns"),
         ("{mod}:TWICE", "more than one view named 'mine'"),
         ("{mod}:SHADOWS_CACHE", "more than one view named 'cache'"),

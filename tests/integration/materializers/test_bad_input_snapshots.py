@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from materializers import snapshots
 from materializers.cli import main
+from materializers.ops import snapshots
 
 pytestmark = pytest.mark.integration
 

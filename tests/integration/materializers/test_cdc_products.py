@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from conftest import read_all, run_once, wait_for_end_offset
 
-from materializers.job import JobPlan
-from materializers.verify import verify
-from materializers.views.delta_warehouse import query
+from materializers.ops.verify import verify
+from materializers.runtime.job import JobPlan
+from materializers.views.warehouse.delta import query
 from shop.products import PRODUCTS, TABLE_DDL
 
 pytestmark = pytest.mark.integration

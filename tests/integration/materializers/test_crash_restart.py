@@ -13,9 +13,9 @@ import pytest
 from conftest import crash_at_failpoint
 from records import debezium
 
-from materializers import positions
-from materializers.job import JobPlan
-from materializers.views.delta_warehouse import query
+from materializers.decode import positions
+from materializers.runtime.job import JobPlan
+from materializers.views.warehouse.delta import query
 from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration

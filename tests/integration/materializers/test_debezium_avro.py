@@ -25,12 +25,12 @@ from fastavro import parse_schema, schemaless_writer
 from cdc.connector_spec import ConnectorSpec, DatabaseSpec, RegistrySpec
 from kafkakit.positions import parse_start
 from kafkakit.settings import Endpoints
-from materializers import debezium as dbz
-from materializers.avro_columns import FLAT_PREFIX
-from materializers.avro_events import SchemaCache, WriterSchemas, learn_topic_schemas
-from materializers.event_shape import UNFRAMED_ID
-from materializers.job import Job, JobPlan
-from materializers.verify import verify
+from materializers.decode import debezium as dbz
+from materializers.decode.avro_columns import FLAT_PREFIX
+from materializers.decode.avro_events import SchemaCache, WriterSchemas, learn_topic_schemas
+from materializers.decode.event_shape import UNFRAMED_ID
+from materializers.ops.verify import verify
+from materializers.runtime.job import Job, JobPlan
 from shop.products import COLUMNS, DATA_DDL, PRODUCTS, TABLE_DDL
 
 pytestmark = pytest.mark.integration
@@ -163,7 +163,7 @@ def test_a_change_with_no_before_is_read_flat_and_a_delete_nested(spark: Any) ->
     decoded changes carry the values either way (the test above checks them type by type)."""
     from pyspark.sql import functions as F
 
-    from materializers import debezium_avro
+    from materializers.decode import debezium_avro
 
     texts = {int(k): v for k, v in captured("avro")["schemas"].items()}
     forms = debezium_avro.AvroForms(texts, ("c_text",), "c_text string", "id")

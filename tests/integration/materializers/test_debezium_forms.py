@@ -14,9 +14,9 @@ from conftest import read_all, run_once, wait_for_end_offset
 from records import debezium
 
 from cdc.connector_spec import SCHEMALESS_JSON
-from materializers import debezium as dbz
-from materializers.job import JobPlan
-from materializers.verify import verify
+from materializers.decode import debezium as dbz
+from materializers.ops.verify import verify
+from materializers.runtime.job import JobPlan
 from shop.products import COLUMNS, DATA_DDL, PRODUCTS, TABLE_DDL
 
 pytestmark = pytest.mark.integration

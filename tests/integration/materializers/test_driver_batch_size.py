@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from kafkakit.clients import make_producer
-from materializers import driver_batch, spark_session
 from materializers.config import DRIVER_ROWS
-from materializers.job import Job, JobPlan, batch_cap
+from materializers.runtime import batch_size as driver_batch
+from materializers.runtime.job import Job, JobPlan, batch_cap
+from materializers.spark import session as spark_session
 from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration

@@ -11,9 +11,12 @@ from conftest import run_once
 from records import debezium
 
 from kafkakit.positions import parse_start, parse_timestamp
-from materializers import lag, launch, spark_session, timeline
+from materializers import launch
 from materializers.errors import SourceUnavailable
-from materializers.job import JobPlan
+from materializers.ops import lag
+from materializers.runtime import timeline
+from materializers.runtime.job import JobPlan
+from materializers.spark import session as spark_session
 from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from materializers.spark_session import (
+from materializers.spark.session import (
     CHECKPOINT_FILES,
     DRIVER_JIT,
     ENV_JVM_CACHE,

@@ -14,8 +14,8 @@ import pytest
 from deltalake import DeltaTable
 from test_unique_entities import frame
 
-from materializers.views import delta_driver
-from materializers.views.delta_warehouse import HISTORY_DDL, DeltaWarehouse, query
+from materializers.views.warehouse import delta_rs as delta_driver
+from materializers.views.warehouse.delta import HISTORY_DDL, DeltaWarehouse, query
 from shop.products import COLUMNS, DATA_DDL
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from materializers import event_shape
+from materializers.decode import event_shape
 
 pytestmark = pytest.mark.integration
 

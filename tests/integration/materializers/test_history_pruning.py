@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from materializers import positions
-from materializers.views.delta_warehouse import DeltaWarehouse, query
+from materializers.decode import positions
+from materializers.views.warehouse.delta import DeltaWarehouse, query
 from shop.products import COLUMNS, DATA_DDL
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ from records import debezium, produce
 
 from kafkakit.positions import parse_start
 from materializers.cli import main
-from materializers.job import Job, JobPlan
+from materializers.runtime.job import Job, JobPlan
 from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,9 @@ import pytest
 from records import debezium, produce
 
 from kafkakit.positions import parse_start
-from materializers import lifecycle, runner, status
-from materializers.job import Job, JobPlan
+from materializers.runtime import driver_loop as runner
+from materializers.runtime import lifecycle, status
+from materializers.runtime.job import Job, JobPlan
 from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration

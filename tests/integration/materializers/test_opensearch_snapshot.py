@@ -14,11 +14,11 @@ from conftest import run_once
 from records import debezium, produce
 from search_backends import require_opensearch
 
-from materializers import snapshots
 from materializers.errors import SnapshotMismatch, SnapshotNotFound
-from materializers.job import JobPlan
-from materializers.views.opensearch_index import OpenSearchIndex
-from materializers.views.opensearch_snapshots import REPOSITORY
+from materializers.ops import snapshots
+from materializers.runtime.job import JobPlan
+from materializers.views.search.opensearch import OpenSearchIndex
+from materializers.views.search.opensearch_snapshots import REPOSITORY
 from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration

@@ -13,14 +13,15 @@ from conftest import run_once, wait_for_end_offset
 from records import debezium, produce
 from search_backends import BACKENDS, SearchBackend, require_opensearch
 
-from materializers import generations, positions
 from materializers.catalog import lookup
 from materializers.cli import main
+from materializers.decode import positions
+from materializers.ops import generations
+from materializers.ops.rebuild import retire
+from materializers.ops.verify import verify
 from materializers.plan import JobPlan
-from materializers.rebuild import retire
 from materializers.truth import Truth
-from materializers.verify import verify
-from materializers.views.opensearch_index import MappingConflict, OpenSearchIndex, OpenSearchView
+from materializers.views.search.opensearch import MappingConflict, OpenSearchIndex, OpenSearchView
 
 pytestmark = pytest.mark.integration
 

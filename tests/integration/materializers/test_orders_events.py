@@ -12,10 +12,11 @@ from records import OrderEvents
 from test_one_driver import wait_for
 
 from kafkakit.positions import parse_start
-from materializers import lifecycle, runner, timeline
-from materializers.job import Job, JobPlan
-from materializers.verify import verify
-from materializers.views.delta_warehouse import query
+from materializers.ops.verify import verify
+from materializers.runtime import driver_loop as runner
+from materializers.runtime import lifecycle, timeline
+from materializers.runtime.job import Job, JobPlan
+from materializers.views.warehouse.delta import query
 from shop.orders import ORDERS
 
 pytestmark = pytest.mark.integration

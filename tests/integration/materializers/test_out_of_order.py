@@ -8,9 +8,9 @@ import pytest
 from conftest import run_once
 from records import debezium
 
-from materializers import positions
-from materializers.job import JobPlan
-from materializers.views.delta_warehouse import query
+from materializers.decode import positions
+from materializers.runtime.job import JobPlan
+from materializers.views.warehouse.delta import query
 from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration
@@ -73,7 +73,7 @@ def test_older_positions_never_win(
 def test_a_local_backfill_runs_in_batches_the_driver_applies_whole(
     spark: Any, topics: Any, producer: Any, run_config: Any
 ) -> None:
-    from materializers import checkpoint
+    from materializers.runtime import checkpoint
 
     topic = topics("mat-cap")
     records = [debezium(i, 100 + i, "r", row(f"p{i}")) for i in range(1, 8)]

@@ -14,10 +14,10 @@ import pytest
 from conftest import run_once
 from records import debezium
 
-from materializers.job import JobPlan
+from materializers.runtime.job import JobPlan
 from materializers.truth import Truth
-from materializers.views import postgres_table
-from materializers.views.postgres_table import PostgresTable, read_model
+from materializers.views import read_model as postgres_table
+from materializers.views.read_model import PostgresTable, read_model
 from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration

@@ -16,9 +16,9 @@ import pytest
 from conftest import crash_at_failpoint
 from records import debezium
 
-from materializers import positions
+from materializers.decode import positions
 from materializers.plan import JobPlan
-from materializers.views.postgres_table import read_model
+from materializers.views.read_model import read_model
 from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration

@@ -12,11 +12,11 @@ from conftest import run_once
 from records import debezium
 
 from kafkakit.positions import parse_start
-from materializers import generations
-from materializers.job import JobPlan
-from materializers.rebuild import rebuild
-from materializers.verify import verify
-from materializers.views.delta_warehouse import query
+from materializers.ops import generations
+from materializers.ops.rebuild import rebuild
+from materializers.ops.verify import verify
+from materializers.runtime.job import JobPlan
+from materializers.views.warehouse.delta import query
 from shop.products import PRODUCTS, TABLE_DDL
 
 pytestmark = pytest.mark.integration

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from materializers import positions
-from materializers.positions import Decision
+from materializers.decode import positions
+from materializers.decode.positions import Decision
 from materializers.views.redis_cache import RedisCache
 
 pytestmark = pytest.mark.integration

@@ -148,7 +148,7 @@ def test_kill_9_mid_bulk_leaves_part_written_and_the_restart_writes_the_rest(
     """OpenSearch only (Tantivy has no bulk): the driver dies after OpenSearch acknowledged the first
     bulk request of a batch and before the next is sent; the batch is not committed, its re-run
     writes everything again and the first request's documents are refused as already held."""
-    from materializers.views.opensearch_index import CHUNK
+    from materializers.views.search.opensearch import CHUNK
 
     backend = SearchBackend("opensearch", require_opensearch())
     topic = topics("mat-search-midbulk")

@@ -15,9 +15,9 @@ from records import debezium
 from devstack.kafka_security import SecureKafka
 from kafkakit.clients import make_producer
 from kafkakit.settings import Endpoints
-from materializers import lag
 from materializers.config import RunConfig
-from materializers.job import JobPlan
+from materializers.ops import lag
+from materializers.runtime.job import JobPlan
 from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration

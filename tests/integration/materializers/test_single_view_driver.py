@@ -13,9 +13,9 @@ from conftest import read_all, run_once
 from records import OrderEvents, debezium
 
 from kafkakit.settings import Endpoints
-from materializers import positions
-from materializers.job import JobPlan
-from materializers.views.delta_warehouse import query
+from materializers.decode import positions
+from materializers.runtime.job import JobPlan
+from materializers.views.warehouse.delta import query
 from shop.orders import ORDERS
 from shop.products import PRODUCTS
 

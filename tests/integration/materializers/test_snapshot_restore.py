@@ -11,8 +11,8 @@ from conftest import run_once
 from records import debezium, produce
 from view_state import view_state
 
-from materializers import snapshots
-from materializers.job import JobPlan
+from materializers.ops import snapshots
+from materializers.runtime.job import JobPlan
 from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration

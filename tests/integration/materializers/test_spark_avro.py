@@ -15,9 +15,9 @@ from fastavro import parse_schema
 from records import order_schema_text
 from test_debezium_avro import SOURCE, captured, known, torture_rows
 
-from materializers import avro_events, event_shape, spark_avro
-from materializers import debezium as dbz
-from materializers.avro_events import SchemaCache, WriterSchemas
+from materializers.decode import avro_events, event_shape, spark_avro
+from materializers.decode import debezium as dbz
+from materializers.decode.avro_events import SchemaCache, WriterSchemas
 
 pytestmark = pytest.mark.integration
 

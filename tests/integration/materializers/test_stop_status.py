@@ -19,11 +19,11 @@ from records import debezium, produce
 from view_state import redis_state
 
 from kafkakit.positions import parse_start
-from materializers import checkpoint, status
 from materializers.cli import main
 from materializers.config import ENV_FAILPOINT
-from materializers.job import Job, JobPlan
-from materializers.views.delta_warehouse import query
+from materializers.runtime import checkpoint, status
+from materializers.runtime.job import Job, JobPlan
+from materializers.views.warehouse.delta import query
 from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration

@@ -14,12 +14,13 @@ from conftest import read_all, run_once, wait_for_end_offset
 from records import debezium, produce
 
 from cdc.values import DEFAULT_UNAVAILABLE_PLACEHOLDER
-from materializers import checkpoint, positions
-from materializers import debezium as dbz
-from materializers.changes import split
-from materializers.job import JobPlan
-from materializers.verify import verify
-from materializers.views.delta_warehouse import query
+from materializers.decode import debezium as dbz
+from materializers.decode import positions
+from materializers.decode.changes import split
+from materializers.ops.verify import verify
+from materializers.runtime import checkpoint
+from materializers.runtime.job import JobPlan
+from materializers.views.warehouse.delta import query
 from shop.products import COLUMNS, DATA_DDL, PRODUCTS, TABLE_DDL
 
 pytestmark = pytest.mark.integration

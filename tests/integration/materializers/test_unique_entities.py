@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from materializers import positions
-from materializers.changes import latest_per_entity, unique_entities
-from materializers.views.delta_warehouse import DeltaWarehouse, query
+from materializers.decode import positions
+from materializers.decode.changes import latest_per_entity, unique_entities
+from materializers.views.warehouse.delta import DeltaWarehouse, query
 from shop.products import COLUMNS, DATA_DDL
 
 pytestmark = pytest.mark.integration

@@ -14,12 +14,12 @@ from conftest import read_all, run_once
 from records import OrderEvents
 
 from kafkakit.positions import parse_start
-from materializers import runner
 from materializers.catalog import lookup
 from materializers.errors import ViewUnavailable
-from materializers.job import Job, JobPlan
+from materializers.ops.verify import verify
+from materializers.runtime import driver_loop as runner
+from materializers.runtime.job import Job, JobPlan
 from materializers.truth import Difference, Truth, compare
-from materializers.verify import verify
 from materializers.view import DriverView, Reject, TableBatch
 from shop.orders import ORDERS, WANTED, patch
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from materializers.job import JobPlan
-from materializers.views.delta_warehouse import query
+from materializers.runtime.job import JobPlan
+from materializers.views.warehouse.delta import query
 
 
 def redis_state(plan: JobPlan) -> dict[str, dict[str, str]]:

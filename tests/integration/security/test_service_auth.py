@@ -22,8 +22,8 @@ from eventstore.registry import HttpRegistry
 from kafkakit.errors import ServiceAccessRefused
 from kafkakit.http_auth import CONNECT_PREFIX, REDIS_PREFIX, REGISTRY_PREFIX, HttpAuth
 from kafkakit.settings import Endpoints
-from materializers import avro_events
-from materializers.avro_events import WriterSchemas
+from materializers.decode import avro_events
+from materializers.decode.avro_events import WriterSchemas
 from materializers.errors import SourceUnavailable, ViewUnavailable
 from materializers.views.redis_cache import RedisCache
 

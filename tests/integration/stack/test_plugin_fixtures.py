@@ -19,7 +19,7 @@ from devstack.session import StackHandle
 from devstack.topics import TopicFactory
 from kafkakit.errors import BadStartPosition
 from materializers import BadMaterializer, SourceUnavailable
-from materializers.status import read
+from materializers.runtime.status import read
 from shop.products import PRODUCTS
 
 pytestmark = pytest.mark.integration

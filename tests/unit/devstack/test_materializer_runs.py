@@ -38,7 +38,7 @@ def test_an_object_no_module_holds_is_refused_with_the_fix() -> None:
 def test_a_reference_that_does_not_load_names_the_cause_and_the_fix() -> None:
     with pytest.raises(BadMaterializer, match=r"cannot import module 'no_such_pkg.views'.*PYTHONPATH"):
         resolve("no_such_pkg.views:THING")
-    with pytest.raises(BadMaterializer, match=r"is a int, not a materializers.spec.Materializer"):
+    with pytest.raises(BadMaterializer, match=r"is a int, not a materializers.materializer.Materializer"):
         resolve("os:F_OK")
     with pytest.raises(BadView, match=r"does not implement materializers.view.View"):
         resolve(f"{__name__}:WITH_A_BAD_VIEW")

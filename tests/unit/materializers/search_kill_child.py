@@ -16,8 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from materializers import positions
-from materializers.views.search_index import SearchIndex, latest_changes
+from materializers.decode import positions
+from materializers.views.search.tantivy import SearchIndex, latest_changes
 
 APP_ID = "kill-commit"
 TEXT_FIELDS = ("name", "note")

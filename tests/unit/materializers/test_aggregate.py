@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from materializers.aggregate import (
+from materializers.aggregates.declaration import (
     ENVELOPE_TIME,
     KAFKA_TIME,
     AggregateView,
@@ -199,7 +199,7 @@ def test_batch_counts_read_spark_progress() -> None:
 
 
 def test_a_checkpoint_of_another_definition_is_refused_before_spark(tmp_path: Path) -> None:
-    from materializers.aggregate_job import STATE_FILE, check_state
+    from materializers.aggregates.job import STATE_FILE, check_state
     from materializers.config import RunConfig
     from materializers.plan import JobPlan
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from materializers import aggregate_batches
-from materializers.aggregate_batches import BatchRecord, OffsetRange
+from materializers.aggregates import batches as aggregate_batches
+from materializers.aggregates.batches import BatchRecord, OffsetRange
 from materializers.errors import CheckpointMismatch
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from materializers.aggregate_dead_letters import RefusedRecords
+from materializers.aggregates.dead_letters import RefusedRecords
 
 
 def test_refused_batches_owed_after_a_restart_and_after_a_missed_progress(tmp_path: Path) -> None:

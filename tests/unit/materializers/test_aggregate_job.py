@@ -7,9 +7,9 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from materializers.aggregate import AggregateView, Aggregation, EventSource
-from materializers.aggregate_job import closed_before_ms, driver_merge_condition, merge_condition
-from materializers.views.delta_driver import quoted
+from materializers.aggregates.declaration import AggregateView, Aggregation, EventSource
+from materializers.aggregates.job import closed_before_ms, driver_merge_condition, merge_condition
+from materializers.views.warehouse.delta_rs import quoted
 
 VIEW = AggregateView(
     name="v",

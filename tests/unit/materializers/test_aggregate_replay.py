@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from materializers.aggregate_batches import OffsetRange
-from materializers.aggregate_replay import offset_options
+from materializers.aggregates.batches import OffsetRange
+from materializers.aggregates.replay import offset_options
 
 
 def test_offset_options_cover_the_ranges_and_leave_other_partitions_at_the_end() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import fastavro
 import pytest
 
-from materializers.avro_columns import (
+from materializers.decode.avro_columns import (
     FLAT_PREFIX,
     SourceField,
     avro_name,

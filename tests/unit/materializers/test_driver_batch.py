@@ -12,12 +12,12 @@ import pyarrow as pa
 import pytest
 
 from kafkakit.errors import ConfigError
-from materializers.changes import entity_order, newest_indices, newest_of
 from materializers.config import DRIVER_ROWS, RunConfig, parse_driver_rows
-from materializers.driver_batch import budget_of, rows_for, sized
+from materializers.decode.changes import entity_order, newest_indices, newest_of
+from materializers.materializer import Materializer
 from materializers.plan import JobPlan
-from materializers.spec import Materializer
-from materializers.views.delta_warehouse import (
+from materializers.runtime.batch_size import budget_of, rows_for, sized
+from materializers.views.warehouse.delta import (
     DATAFUSION,
     arrow_bounds,
     current_rows,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from materializers.driver_memory import JEMALLOC_CONF, KEEP_FREED_PAGES, POOL_CHOICE, keep_freed_pages
+from materializers.spark.memory import JEMALLOC_CONF, KEEP_FREED_PAGES, POOL_CHOICE, keep_freed_pages
 
 # Run in a fresh interpreter: in a process that has already run other tests, the heap's earlier holes
 # and glibc's adjusted thresholds decide where the blocks land, and free() alone sometimes gave them
@@ -17,7 +17,7 @@ from materializers.driver_memory import JEMALLOC_CONF, KEEP_FREED_PAGES, POOL_CH
 PROBE = """
 import json
 from pathlib import Path
-from materializers.driver_memory import release_freed_memory
+from materializers.spark.memory import release_freed_memory
 
 def anonymous_mib():
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -51,7 +51,7 @@ ARROW_PROBE = """
 import json
 from pathlib import Path
 import pyarrow.compute as pc
-from materializers.driver_memory import choose_arrow_pool
+from materializers.spark.memory import choose_arrow_pool
 
 backend = choose_arrow_pool()
 batch = pc.add(pc.random(25_000_000), 1.0)
@@ -96,7 +96,7 @@ REUSE_PROBE = """
 import json, os, sys
 import {first}
 import pyarrow.compute as pc
-from materializers.driver_memory import JEMALLOC_CONF, choose_arrow_pool
+from materializers.spark.memory import JEMALLOC_CONF, choose_arrow_pool
 
 def faults():
     return int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[7])

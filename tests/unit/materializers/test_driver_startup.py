@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from materializers.spark_session import class_archive, class_sharing_options, source_classes
+from materializers.spark.session import class_archive, class_sharing_options, source_classes
 
 
 def test_the_archive_is_named_after_the_jars_and_can_be_turned_off(tmp_path: Path) -> None:
@@ -82,7 +82,7 @@ def test_the_newest_settled_archive_is_promoted_and_the_other_settled_ones_remov
 
 
 def test_a_restarted_driver_sees_its_delta_tables_without_spark(tmp_path: Path) -> None:
-    from materializers.views.delta_warehouse import _has_log
+    from materializers.views.warehouse.delta import _has_log
 
     table = tmp_path / "t"
     assert not _has_log(str(table))
@@ -99,7 +99,7 @@ def test_the_driver_profile_is_full_far_behind_quick_near_the_end_unless_asked_a
     None
 ):
     from materializers.errors import MaterializerError
-    from materializers.spark_session import DRIVER_JIT, FULL_JIT_BACKLOG, driver_jit
+    from materializers.spark.session import DRIVER_JIT, FULL_JIT_BACKLOG, driver_jit
 
     assert DRIVER_JIT["quick"] == "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
     # C2 for the per-record code only: thresholds ten times the JVM's (5,000 / 600 / 15,000 / 40,000)
@@ -127,7 +127,7 @@ def test_the_driver_profile_is_full_far_behind_quick_near_the_end_unless_asked_a
 
 
 def test_records_ahead_count_from_each_partitions_start_as_spark_starts_it() -> None:
-    from materializers.checkpoint import records_ahead
+    from materializers.runtime.checkpoint import records_ahead
 
     bounds = {0: (0, 100), 1: (40, 90), 2: (5, 5)}
     assert records_ahead({0: -2, 1: -2, 2: -2}, bounds) == 100 + 50
@@ -138,7 +138,7 @@ def test_records_ahead_count_from_each_partitions_start_as_spark_starts_it() -> 
 
 
 def test_huge_generated_methods_are_compiled_in_the_driver_and_stopped_at_the_limit_on_a_cluster() -> None:
-    from materializers.spark_session import CLUSTER_CODEGEN, COMPILE_HUGE_METHODS, session_defaults
+    from materializers.spark.session import CLUSTER_CODEGEN, COMPILE_HUGE_METHODS, session_defaults
 
     assert COMPILE_HUGE_METHODS == "-XX:-DontCompileHugeMethods"
     assert "spark.sql.codegen.hugeMethodLimit" not in session_defaults("local[2]")
@@ -155,7 +155,7 @@ def test_huge_generated_methods_are_compiled_in_the_driver_and_stopped_at_the_li
 
 
 def test_a_local_driver_takes_its_tasks_results_directly_and_a_cluster_keeps_sparks_bound() -> None:
-    from materializers.spark_session import context_defaults
+    from materializers.spark.session import context_defaults
 
     assert context_defaults("local[2]") == {
         "spark.task.maxDirectResultSize": "2047m",
@@ -166,7 +166,7 @@ def test_a_local_driver_takes_its_tasks_results_directly_and_a_cluster_keeps_spa
 
 
 def test_a_local_drivers_heap_is_a_quarter_of_the_hosts_memory_and_never_below_sparks_default() -> None:
-    from materializers.spark_session import local_heap
+    from materializers.spark.session import local_heap
 
     gib = 1 << 30
     assert local_heap(24 * gib) == "6144m"  # the JVM's own default share
@@ -176,7 +176,7 @@ def test_a_local_drivers_heap_is_a_quarter_of_the_hosts_memory_and_never_below_s
 
 
 def test_a_cgroup_limit_is_read_from_the_process_own_group_and_none_means_no_limit(tmp_path: Path) -> None:
-    from materializers.spark_session import cgroup_limit, limit_files, memory_limit
+    from materializers.spark.session import cgroup_limit, limit_files, memory_limit
 
     assert memory_limit("4294967296\n") == 4 << 30
     assert memory_limit("max\n") is None  # v2: no limit
@@ -206,7 +206,7 @@ def test_a_cgroup_limit_is_read_from_the_process_own_group_and_none_means_no_lim
 def test_a_driver_far_behind_collects_with_the_parallel_collector_unless_its_options_name_one(
     tmp_path: Path,
 ) -> None:
-    from materializers.spark_session import JAVA_OPTION_VARIABLES, THROUGHPUT_GC, driver_collector
+    from materializers.spark.session import JAVA_OPTION_VARIABLES, THROUGHPUT_GC, driver_collector
 
     env = {"SPARK_CONF_DIR": str(tmp_path)}  # no spark-defaults.conf there
     assert THROUGHPUT_GC == "-XX:+UseParallelGC"
@@ -230,7 +230,7 @@ def test_a_driver_far_behind_collects_with_the_parallel_collector_unless_its_opt
 
 
 def test_a_collector_is_named_only_by_a_collector_option() -> None:
-    from materializers.spark_session import names_collector
+    from materializers.spark.session import names_collector
 
     assert names_collector("-Xmx1g -XX:+UseParallelGC") and names_collector("-XX:+UseG1GC")
     assert not names_collector("-XX:-UseG1GC -XX:+UseStringDeduplication -XX:MaxGCPauseMillis=100")
@@ -238,7 +238,7 @@ def test_a_collector_is_named_only_by_a_collector_option() -> None:
 
 
 def test_the_drivers_java_options_carry_yours_from_spark_defaults_last(tmp_path: Path) -> None:
-    from materializers.spark_session import (
+    from materializers.spark.session import (
         COMPILE_HUGE_METHODS,
         DRIVER_JIT,
         METASPACE_THRESHOLD,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from materializers import positions
-from materializers.changes import keeps
-from materializers.views.delta_warehouse import merge_assignments
-from materializers.views.search_index import SearchChange, document_fields, latest_changes
+from materializers.decode import positions
+from materializers.decode.changes import keeps
+from materializers.views.search.tantivy import SearchChange, document_fields, latest_changes
+from materializers.views.warehouse.delta import merge_assignments
 
 P = positions.encode
 

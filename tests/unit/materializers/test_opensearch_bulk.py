@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from materializers.views import opensearch_bulk
-from materializers.views.opensearch_bulk import chunks, encode, write
+from materializers.views.search import opensearch_bulk
+from materializers.views.search.opensearch_bulk import chunks, encode, write
 
 
 def test_each_document_is_an_action_line_and_its_source_with_ids_escaped() -> None:
@@ -52,7 +52,7 @@ def docs(n: int) -> list[opensearch_bulk.Doc]:
 
 
 def test_outcomes_are_matched_by_order_and_429s_are_sent_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("materializers.views.opensearch_bulk.time.sleep", lambda _s: None)
+    monkeypatch.setattr("materializers.views.search.opensearch_bulk.time.sleep", lambda _s: None)
     client = FakeClient([[201, 409, 429, 400], [201], [201, 201]], [])
     found = write(client, docs(6), size=4)  # type: ignore[arg-type]
     assert client.sent == [["0", "1", "2", "3"], ["2"], ["4", "5"]]  # only the 429 went again
@@ -60,7 +60,7 @@ def test_outcomes_are_matched_by_order_and_429s_are_sent_again(monkeypatch: pyte
 
 
 def test_a_429_that_outlasts_the_retries_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("materializers.views.opensearch_bulk.time.sleep", lambda _s: None)
+    monkeypatch.setattr("materializers.views.search.opensearch_bulk.time.sleep", lambda _s: None)
     client = FakeClient([[429]] * (opensearch_bulk.RETRIES + 1), [])
     assert write(client, docs(1)) == [("0", "fail", "t: r")]  # type: ignore[arg-type]
     assert len(client.sent) == opensearch_bulk.RETRIES + 1

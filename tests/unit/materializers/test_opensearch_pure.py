@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from kafkakit.errors import ConfigError
-from materializers import positions
 from materializers.config import RunConfig
-from materializers.views.opensearch_bulk import outcome
-from materializers.views.opensearch_index import (
+from materializers.decode import positions
+from materializers.views.read_model import batch_rows
+from materializers.views.search.opensearch import (
     MAX_VERSION,
     alias_name,
     bulk_doc,
@@ -25,7 +25,7 @@ from materializers.views.opensearch_index import (
     version_of,
     whole_changes,
 )
-from materializers.views.postgres_table import batch_rows
+from materializers.views.search.opensearch_bulk import outcome
 
 COLUMNS = ("name", "description", "price")
 

@@ -3,7 +3,7 @@ completeness (pure). A snapshot refused by the other backend: test_snapshots_pur
 
 from __future__ import annotations
 
-from materializers.views.opensearch_snapshots import holds, repo_roots, snapshot_name
+from materializers.views.search.opensearch_snapshots import holds, repo_roots, snapshot_name
 
 
 def test_the_snapshot_is_named_after_the_index_and_the_toolkits_snapshot_in_lowercase() -> None:

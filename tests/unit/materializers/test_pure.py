@@ -10,12 +10,13 @@ from hypothesis import strategies as st
 
 from kafkakit.errors import BadStartPosition, ConfigError
 from kafkakit.positions import parse_start
-from materializers import checkpoint, positions, status
 from materializers.catalog import lookup
 from materializers.config import RunConfig, normalize_trigger
+from materializers.decode import positions
+from materializers.decode.positions import Decision, decide
 from materializers.errors import UnknownMaterializer
-from materializers.positions import Decision, decide
-from materializers.verify import compare
+from materializers.ops.verify import compare
+from materializers.runtime import checkpoint, status
 from shop import orders
 from shop.products import PRODUCTS
 
@@ -130,7 +131,7 @@ def test_progress_and_lag() -> None:
         "sources": [{"endOffset": '{"t": {"0": 7, "1": 3}}', "latestOffset": {"t": {"0": 10, "1": 3}}}],
     }
     job = status.from_progress(status.JobStatus(name="p", state="running", pid=1), progress)
-    # Spark's progress says nothing trustworthy about lag: readers measure it (materializers.lag).
+    # Spark's progress says nothing trustworthy about lag: readers measure it (materializers.ops.lag).
     assert (job.batch_id, job.lag, job.total_lag, job.last_batch_ms) == (4, None, None, 1500)
     assert checkpoint.behind({"t": {"0": 7}}, {"t": {"0": 10, "1": 3}}) == {"t[0]": 3, "t[1]": 3}
 
@@ -194,7 +195,7 @@ def test_spark_range_options_read_each_partitions_range_with_its_last_offset_inc
 def test_a_local_master_caps_a_batch_at_what_the_driver_applies_whole() -> None:
     from functools import partial
 
-    from materializers.job import batch_cap
+    from materializers.runtime.job import batch_cap
 
     collecting = partial(batch_cap, collects=True)  # a view takes the batch into the driver anyway
     assert collecting(0, 50_000, "local[2]") == 50_000
@@ -211,7 +212,7 @@ def test_a_full_batch_is_read_by_every_task_slot_only_where_the_driver_applies_i
     from dataclasses import dataclass
     from functools import partial
 
-    from materializers.job import split_reads
+    from materializers.runtime.job import split_reads
 
     @dataclass
     class Bounded:  # a view applied from the driver up to `rows` records
@@ -231,7 +232,7 @@ def test_a_full_batch_is_read_by_every_task_slot_only_where_the_driver_applies_i
 
 
 def test_a_cluster_spreads_a_batch_larger_than_a_driver_sized_share_over_its_slots() -> None:
-    from materializers.job import split_reads
+    from materializers.runtime.job import split_reads
 
     # A cluster's batch takes all that is available: every 12,500 records (a 50,000-record batch's
     # share of 4 slots) are a task of their own, whatever the views; a live batch stays one task.
@@ -243,7 +244,7 @@ def test_a_cluster_spreads_a_batch_larger_than_a_driver_sized_share_over_its_slo
 
 
 def test_a_batch_the_executors_apply_is_sorted_per_entity_only_where_its_reads_may_have_split() -> None:
-    from materializers.job import sorted_first
+    from materializers.runtime.job import sorted_first
 
     assert sorted_first(60_000, 25_000, sequential=False)  # more than a task reads: split
     assert sorted_first(None, 25_000, sequential=False)  # its size not known

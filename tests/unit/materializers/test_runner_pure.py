@@ -10,8 +10,8 @@ from materializers.catalog import lookup
 from materializers.cli import main, per_job_flags
 from materializers.config import RunConfig
 from materializers.errors import ConflictingJobs
-from materializers.job import JobPlan
-from materializers.runner import check_distinct
+from materializers.runtime.driver_loop import check_distinct
+from materializers.runtime.job import JobPlan
 
 
 def test_per_job_flags_take_name_value_pairs() -> None:

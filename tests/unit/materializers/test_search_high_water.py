@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import tantivy
 
-from materializers import positions
-from materializers.views.search_index import (
+from materializers.decode import positions
+from materializers.views.search.tantivy import (
     HIGH_KEY,
     SearchChange,
     SearchIndex,

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from search_kill_child import APP_ID, ENTITIES, TEXT_FIELDS, expected_documents
 
-from materializers.views.search_index import SearchIndex
+from materializers.views.search.tantivy import SearchIndex
 
 CHILD = Path(__file__).with_name("search_kill_child.py")
 ATTEMPTS = 10  # kills that miss the window (meta.json already renamed) are retried from scratch

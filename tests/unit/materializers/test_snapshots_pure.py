@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from kafkakit.positions import Offsets
-from materializers import checkpoint, generations, snapshots, status
 from materializers.config import RunConfig
 from materializers.errors import CheckpointMismatch, JobRunning, SnapshotMismatch, SnapshotNotFound
-from materializers.job import JobPlan, pinned_start, reset_checkpoint
-from materializers.lifecycle import refuse_if_running
+from materializers.ops import generations, snapshots
+from materializers.runtime import checkpoint, status
+from materializers.runtime.job import JobPlan, pinned_start, reset_checkpoint
+from materializers.runtime.lifecycle import refuse_if_running
 from materializers.views.redis_cache import pack_entry, unpack_entries
 from shop.orders import ORDERS
 from shop.products import PRODUCTS

@@ -13,7 +13,7 @@ import pytest
 
 import materializers
 from materializers.errors import MaterializerError
-from materializers.spark_session import (
+from materializers.spark.session import (
     ENV_SPARK_JARS,
     SIZED_BY_PARALLELISM,
     SparkJars,
@@ -130,7 +130,7 @@ class _Session:
 
 
 def test_partitions_follow_the_masters_parallelism_unless_configured() -> None:
-    from materializers.spark_session import size_by_parallelism
+    from materializers.spark.session import size_by_parallelism
 
     cluster = _Session(48, {})
     size_by_parallelism(cluster)  # type: ignore[arg-type]

@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from materializers.errors import MaterializerError
-from materializers.spark_session import require_master
+from materializers.spark.session import require_master
 
 
 def _closed_port() -> int:

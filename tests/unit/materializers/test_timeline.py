@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from materializers import timeline
 from materializers.errors import CheckpointMismatch
-from materializers.timeline import StepClock
+from materializers.runtime import timeline
+from materializers.runtime.timeline import StepClock
 
 
 def progress(batch_id: int, at: str, total: int, rows: int = 10) -> dict[str, object]:
@@ -87,7 +87,7 @@ def test_the_step_clock_adds_re_runs_and_drops_batches_never_taken() -> None:
 
 
 def test_a_batch_size_is_known_from_its_planned_offsets_before_it_runs(tmp_path: Path) -> None:
-    from materializers import checkpoint
+    from materializers.runtime import checkpoint
 
     offsets = tmp_path / "offsets"
     offsets.mkdir()

@@ -143,7 +143,7 @@ def test_module_attr_loads_a_materializer(user_module: str) -> None:
         ("no_such_module_xyz:GOOD", "cannot import module 'no_such_module_xyz'.*PYTHONPATH"),
         ("broken_mats:GOOD", "cannot import module 'broken_mats'.*no_such_package_anywhere"),
         ("{mod}:MISSING", "has no attribute 'MISSING'.*name the Materializer"),
-        ("{mod}:NOT_ONE", "is a dict, not a materializers.spec.Materializer"),
+        ("{mod}:NOT_ONE", "is a dict, not a materializers.materializer.Materializer"),
         ("{mod}:", "is not module:attr"),
     ],
 )
@@ -192,7 +192,7 @@ def test_entry_points_are_found_and_listed_with_their_origin(
 
 def test_an_event_materializer_without_a_fold_cannot_be_verified() -> None:
     """Refused before Kafka is read: the toolkit knows no domain's fold of its own."""
-    from materializers.verify import verify
+    from materializers.ops.verify import verify
 
     events = plan(kind="events", sequential=True, builtin_views=("cache",), fold=None)
     with pytest.raises(BadMaterializer, match=r"has no fold.*Materializer\(fold=\.\.\.\)"):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from materializers import avro_events
-from materializers.avro_events import MAX_LOOKUPS_PER_BATCH, MISS_TTL_S, WriterSchemas
+from materializers.decode import avro_events
+from materializers.decode.avro_events import MAX_LOOKUPS_PER_BATCH, MISS_TTL_S, WriterSchemas
 
 
 class Registry:
