@@ -52,9 +52,10 @@ down-cluster: venv ## stop the cluster topology
 test-cluster: fetch ## the fault matrix (tests marked cluster) on the cluster topology, started or reused
 	STACK_TOPOLOGY=cluster $(BIN)/pytest -m cluster tests/cluster
 
-lint: venv ## ruff and mypy (strict on the packages)
+lint: venv ## ruff, the import contracts (.importlinter: layers, no circles) and mypy (strict on the packages)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	$(BIN)/mypy kafkakit cdc eventstore materializers docker/devstack demo examples/shop/shop
 
 unit: venv ## unit tests only (no services)

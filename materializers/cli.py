@@ -36,7 +36,7 @@ from materializers.materializer import Materializer
 from materializers.ops import generations, lag, rebuild, snapshots
 from materializers.ops.verify import verify
 from materializers.runtime import lifecycle, status
-from materializers.runtime.job import topic_partitions
+from materializers.runtime.kafka_topics import topic_partitions
 from materializers.spark import session as spark_session
 
 log = logging.getLogger("materializers")

@@ -27,7 +27,8 @@ from materializers.ops import generations, lag
 from materializers.plan import JobPlan
 from materializers.runtime import driver_loop as runner
 from materializers.runtime import timeline
-from materializers.runtime.job import claim_checkpoint, topic_partitions
+from materializers.runtime.job import claim_checkpoint
+from materializers.runtime.kafka_topics import topic_partitions
 from materializers.spark import session as spark_session
 
 log = logging.getLogger(__name__)

@@ -2,8 +2,9 @@
 
 A materializer keeps the built-in views it names (`builtin_views`: the Redis cache, the search index
 when it has `search_fields`, the Delta warehouse) and any `views` of its own: objects implementing
-`materializers.view.View`, or factories called with the job's plan (`JobPlan`: config, paths, app
-prefix) that return one — a factory lets a view take its connection settings from the run.
+`materializers.View`, or factories called with the job's `ViewContext` (its name, generation, folder,
+Redis prefix and run config) that return one: a factory lets a view take its connection settings
+from the run.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from materializers.aggregate import AggregateView
-    from materializers.avro_events import WriterSchemas
-    from materializers.plan import JobPlan
-    from materializers.view import View
+    from materializers.aggregates.declaration import AggregateView
+    from materializers.decode.avro_events import WriterSchemas
+    from materializers.view import View, ViewContext
 
 # raw Kafka rows (+ the registry for event decoding) -> the decoded frame (changes + errors); see changes.py
 Transform = Callable[["DataFrame", "WriterSchemas"], "DataFrame"]
@@ -26,8 +26,8 @@ Transform = Callable[["DataFrame", "WriterSchemas"], "DataFrame"]
 # (rebuilding Debezium's every batch cost a py4j call per expression node, a large share of a
 # small micro-batch).
 Decoder = Callable[[], Transform]
-# A view of the materializer's own: an instance, or a factory taking the job's plan.
-ViewSource = Union["View", Callable[["JobPlan"], "View"]]
+# A view of the materializer's own: an instance, or a factory taking the job's context.
+ViewSource = Union["View", Callable[["ViewContext"], "View"]]
 # An event materializer's fold: the cache fields an ordered run of (event_type, data) must leave.
 # `verify` folds the whole topic with it, so a drift between it and the decoder shows as differences.
 EventFold = Callable[[Iterable[tuple[str, Mapping[str, Any]]]], dict[str, str]]

@@ -3,7 +3,8 @@ for the views' factories, which a materializer may bring).
 
 `views()` builds the list of views a `Job` drives: the built-in ones the materializer keeps
 (`Materializer.builtin_views`; search only with `search_fields`), then its own (`Materializer.views`:
-instances, or factories called with the plan), restricted to `RunConfig.views` when that names any.
+instances, or factories called with the plan as their `ViewContext`), restricted to `RunConfig.views`
+when that names any.
 Every view is checked against the protocol and names are checked unique here, before anything starts.
 """
 
@@ -54,6 +55,15 @@ class JobPlan:
             generation=generation,
             view_dir=view_dir,
         )
+
+    @property
+    def name(self) -> str:
+        """The materializer's name (`ViewContext`)."""
+        return self.spec.name
+
+    @property
+    def data_columns(self) -> tuple[str, ...]:
+        return self.spec.data_columns
 
     @property
     def base_prefix(self) -> str:
@@ -168,6 +178,6 @@ class JobPlan:
             raise BadView(
                 f"the view factory {getattr(source, '__qualname__', source)!r} of materializer "
                 f"{self.spec.name!r} failed ({type(exc).__name__}: {exc}); a factory is called with the "
-                "job's plan (materializers.plan.JobPlan) and must return a View"
+                "job's context (materializers.ViewContext) and must return a View"
             ) from exc
         return check_view(made, self.spec.name)

@@ -22,6 +22,8 @@ let an older position overwrite a newer one, keep a deleted entity's position) a
 `prepare` creates the view's state before the query starts. `verify` compares the view with the
 source of truth (truth.py). `DriverView` is a base for views written from the driver alone.
 Views are checked against this protocol when a materializer is loaded (`check_view`).
+A view of a materializer's own may come as a factory, called once per job with the job's
+`ViewContext` (its materializer, generation, folder and run config) rather than the whole plan.
 """
 
 from __future__ import annotations
@@ -34,10 +36,48 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from materializers.errors import BadView
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from materializers.config import RunConfig
     from materializers.truth import Difference, Truth
+
+
+class ViewContext(Protocol):
+    """What a view factory is told about the job it serves (`JobPlan` is one)."""
+
+    @property
+    def name(self) -> str:
+        """The materializer's name."""
+        ...
+
+    @property
+    def data_columns(self) -> tuple[str, ...]:
+        """The data columns every change carries, after the standard ones."""
+        ...
+
+    @property
+    def generation(self) -> str:
+        """The views' generation (\"\" before any rebuild): a view keeps each generation apart."""
+        ...
+
+    @property
+    def view_dir(self) -> Path:
+        """A folder of this generation's own, for a view that keeps files."""
+        ...
+
+    @property
+    def redis_prefix(self) -> str:
+        """The Redis key prefix of this generation's keys."""
+        ...
+
+    @property
+    def config(self) -> RunConfig:
+        """The run's configuration: its endpoints (Kafka, Redis, Postgres, ...) and settings."""
+        ...
+
 
 Reject = tuple[str, int, int, str]  # source topic, partition, offset; why the change was refused
 # Columns a view may ask for besides a change's and the materializer's data columns (changes.py).
@@ -319,7 +359,7 @@ def missing_members(candidate: object) -> list[str]:
 
 def is_factory(source: object) -> bool:
     """Whether a materializer's view entry is a factory (a class, or a callable that is no view),
-    called with the job's plan, rather than a view itself."""
+    called with the job's `ViewContext`, rather than a view itself."""
     return isinstance(source, type) or (callable(source) and not isinstance(source, View))
 
 

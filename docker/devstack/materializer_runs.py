@@ -284,7 +284,7 @@ def checked_plan(spec: Materializer, config: RunConfig, start: str) -> JobPlan:
     from kafkakit.positions import parse_start
     from materializers.decode import positions
     from materializers.ops import generations
-    from materializers.runtime.job import topic_partitions
+    from materializers.runtime.kafka_topics import topic_partitions
 
     plan = generations.resolve(spec, config)
     for view in plan.views():

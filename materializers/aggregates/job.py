@@ -78,14 +78,8 @@ from materializers.errors import BadAggregate, IncompleteHistory, SourceUnavaila
 from materializers.ops.lag import log_bounds
 from materializers.plan import JobPlan
 from materializers.runtime import checkpoint, lifecycle, status
-from materializers.runtime.job import (
-    Job,
-    claim_checkpoint,
-    ensure_topic,
-    source_stream,
-    topic_partitions,
-    triggered,
-)
+from materializers.runtime.job import Job, claim_checkpoint, source_stream, triggered
+from materializers.runtime.kafka_topics import ensure_topic, topic_partitions
 from materializers.runtime.timeline import StepClock
 from materializers.views.redis_windows import CurrentWindows
 from materializers.views.warehouse.delta import TXN_APP_ID, TXN_VERSION
@@ -144,12 +138,13 @@ def _table_fingerprint(path: Path) -> str | None:
 
 class AggregateJob:
     """The imperative shell of one aggregate view: checks, the streaming query, the MERGE per batch,
-    and the late/refused totals the runner publishes (`counted`). Same surface as `Job` for the
-    runner: `plan`, `start`, `app_id`, `dead_letters`, `clock`."""
+    and the late/refused totals the driver loop publishes (`counted`). The driver loop drives it
+    through the same protocol as `Job` (`runtime.driver_loop.DrivenQuery`)."""
 
     def __init__(self, spark: SparkSession, plan: JobPlan) -> None:
         self.spark = spark
         self.plan = plan
+        self._start: StartPosition | None = None  # where `start` began, for `restart`
         self.view = view_of(plan)
         endpoints = plan.config.endpoints
         self.schemas = WriterSchemas(endpoints.schema_registry_url, auth=endpoints.schema_registry_auth)
@@ -193,6 +188,7 @@ class AggregateJob:
             self.spark, self.plan, start, max_offsets=self.plan.config.max_offsets_per_trigger
         )
         aggregated = aggregate(raw, self.view, self.schemas.trusting_cache())
+        self._start = start
         self.app_id = claim_checkpoint(self.plan)
         self._resume_totals()
         state_file = self.plan.checkpoint / STATE_FILE
@@ -358,6 +354,16 @@ class AggregateJob:
             *[F.col(f"`{c}`") for c in (*self.view.group_by, *self.current.values)],
         )
         rows.foreachPartition(self.current.write_partition)
+
+    def stale(self) -> bool:
+        """Never: an aggregate's query decodes with the writer schemas it learnt when it started, and
+        is not restarted to learn more."""
+        return False
+
+    def restart(self, *, available_now: bool = False) -> StreamingQuery:
+        """Start the query again; it resumes from its checkpoint."""
+        assert self._start is not None, "restart follows start"
+        return self.start(self._start, available_now=available_now)
 
     # --- status ----------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from materializers.aggregates.declaration import AggregateView
 from materializers.aggregates.plan import events, reported_refusal
 from materializers.decode.avro_events import WriterSchemas, learn_topic_schemas
 from materializers.plan import JobPlan
-from materializers.runtime.job import topic_partitions
+from materializers.runtime.kafka_topics import topic_partitions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -17,7 +17,8 @@ from kafkakit.positions import StartPosition, resolve
 from materializers.errors import SourceUnavailable
 from materializers.plan import JobPlan
 from materializers.runtime import checkpoint
-from materializers.runtime.job import metadata_consumer, partitions_of, pinned_start
+from materializers.runtime.job import pinned_start
+from materializers.runtime.kafka_topics import metadata_consumer, partitions_of
 from materializers.runtime.status import JobStatus
 
 

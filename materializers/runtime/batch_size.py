@@ -108,7 +108,7 @@ def record_bytes(
     record, or the topic cannot be read: the job's own checks name that)."""
     from confluent_kafka import KafkaException, TopicPartition
 
-    from materializers.runtime.job import metadata_consumer, partitions_of  # job imports this module
+    from materializers.runtime.kafka_topics import metadata_consumer, partitions_of
 
     consumer = metadata_consumer(bootstrap, client_config)
     try:

@@ -24,18 +24,18 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkakit.positions import StartPosition
 from kafkakit.secrets import masked
-from materializers.aggregates.job import AggregateJob
 from materializers.errors import ConflictingJobs
 from materializers.runtime import lifecycle, status, timeline
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
-    from materializers.runtime.job import Job, JobPlan
+    from materializers.plan import JobPlan
+    from materializers.runtime.timeline import StepClock
 
 log = logging.getLogger(__name__)
 # How long a graceful stop waits for a running batch to finish (views + checkpoint commit).
@@ -66,9 +66,31 @@ def check_distinct(plans: Sequence[JobPlan]) -> None:
         )
 
 
+class DrivenQuery(Protocol):
+    """What the loop drives: one materializer's streaming query (a view job, `runtime.job.Job`, or an
+    aggregate's, `aggregates.job.AggregateJob`). The loop knows no kind of job by name."""
+
+    plan: JobPlan
+    app_id: str
+    dead_letters: int
+    clock: StepClock
+
+    def start(self, start: StartPosition, *, available_now: bool = False) -> StreamingQuery: ...
+
+    def stale(self) -> bool:
+        """Whether the query should be restarted between batches (to decode what its job learnt)."""
+        ...
+
+    def restart(self, *, available_now: bool = False) -> StreamingQuery: ...
+
+    def counted(self, current: status.JobStatus, query: StreamingQuery | None) -> status.JobStatus:
+        """`current` with the job's own totals (an aggregate's late, refused and corrected records)."""
+        ...
+
+
 @dataclass(slots=True)
 class _Running:
-    job: Job | AggregateJob
+    job: DrivenQuery
     status: status.JobStatus
     query: StreamingQuery | None = None
     done: bool = False
@@ -77,7 +99,7 @@ class _Running:
     available_now: bool = False
 
 
-def run(jobs: Sequence[Job | AggregateJob], start: StartPosition, *, available_now: bool = False) -> int:
+def run(jobs: Sequence[DrivenQuery], start: StartPosition, *, available_now: bool = False) -> int:
     """Start every job's query and drive them until each has stopped; 0 clean, 1 if any failed."""
     stopping: list[int] = []
     if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
@@ -95,7 +117,7 @@ def run(jobs: Sequence[Job | AggregateJob], start: StartPosition, *, available_n
     return 1 if any(r.status.state == "failed" for r in running) else 0
 
 
-def _begin(job: Job | AggregateJob, start: StartPosition, available_now: bool) -> _Running:
+def _begin(job: DrivenQuery, start: StartPosition, available_now: bool) -> _Running:
     plan = job.plan
     current = status.JobStatus(
         name=plan.spec.name,
@@ -126,11 +148,11 @@ def _poll(r: _Running) -> None:
         _finish(r, graceful=True)
     else:
         r.status = _publish(r, r.query.lastProgress)
-        if not isinstance(r.job, AggregateJob) and r.job.stale():
+        if r.job.stale():
             _restart(r, r.job)
 
 
-def _restart(r: _Running, job: Job) -> None:
+def _restart(r: _Running, job: DrivenQuery) -> None:
     """A query whose job learnt writer schemas it does not decode with (a column added in the source,
     say), or met JSON records where it reads Avro only: stopped after its batch and started again
     from its checkpoint, decoding all of them. Until then each batch read and decoded those records
@@ -190,8 +212,7 @@ def _publish(r: _Running, progress: dict[str, Any] | None) -> status.JobStatus:
     if progress:
         _record_batches(r, progress)
     updated = status.from_progress(r.status, progress) if progress else r.status
-    if isinstance(r.job, AggregateJob):  # its late/refused totals, folded from every batch's progress
-        updated = r.job.counted(updated, r.query)
+    updated = r.job.counted(updated, r.query)
     updated = replace(updated, dead_letters=r.job.dead_letters, updated_at=time.time())
     status.write(r.job.plan.job_dir, updated)
     return updated

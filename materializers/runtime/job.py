@@ -44,9 +44,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
-from kafkakit.client_config import KafkaClientConfig
-from kafkakit.clients import admin_client, make_consumer
-from kafkakit.limits import DEAD_LETTER_MAX_RECORD_BYTES
 from kafkakit.positions import StartPosition, parse_offsets_json
 from materializers import failpoints
 from materializers.config import is_local
@@ -58,13 +55,13 @@ from materializers.errors import CheckpointMismatch, SourceUnavailable
 from materializers.plan import GENERATIONS_DIR as GENERATIONS_DIR
 from materializers.plan import JobPlan as JobPlan
 from materializers.runtime import batch_size as driver_batch
-from materializers.runtime import checkpoint, dead_letters, lifecycle
+from materializers.runtime import checkpoint, dead_letters, lifecycle, status
+from materializers.runtime.kafka_topics import ensure_topic, topic_partitions
 from materializers.runtime.timeline import StepClock
 from materializers.view import FrameBatch, Reject, TableBatch, View, collect, event_date, split_refused
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from confluent_kafka import Consumer
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.streaming.readwriter import DataStreamWriter
@@ -145,59 +142,6 @@ def pinned_start(plan: JobPlan) -> StartPosition | None:
         return None
     pinned = json.loads(ident.read_text()).get("start")
     return parse_offsets_json(json.dumps(pinned)) if pinned else None
-
-
-def topic_partitions(
-    bootstrap: str, topic: str, *, client_config: KafkaClientConfig | None = None
-) -> list[int]:
-    consumer = metadata_consumer(bootstrap, client_config)
-    try:
-        return partitions_of(consumer, bootstrap, topic)
-    finally:
-        consumer.close()
-
-
-def metadata_consumer(bootstrap: str, client_config: KafkaClientConfig | None) -> Consumer:
-    """A consumer for a topic's metadata and offsets. Not an admin client: an admin client lists
-    every topic of the cluster (130-200 ms of each start here, more with a cluster's thousands), and
-    its handle is a producer's, whose request for one topic may have the broker create it; a
-    consumer's never does."""
-    return make_consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"materializers-meta-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,  # it reads, it never stands for a group's progress
-        },
-        client_config=client_config,
-    )
-
-
-def partitions_of(consumer: Consumer, bootstrap: str, topic: str) -> list[int]:
-    """The input topic's partitions; SourceUnavailable when it does not exist."""
-    found = consumer.list_topics(topic, timeout=10).topics.get(topic)
-    if found is None or found.error is not None:
-        raise SourceUnavailable(
-            f"input topic {topic!r} does not exist on {bootstrap}; create it or pass --topic"
-        )
-    return sorted(found.partitions)
-
-
-def ensure_topic(bootstrap: str, topic: str, *, client_config: KafkaClientConfig | None = None) -> None:
-    """Create the dead-letter topic if missing (this broker does not auto-create topics)."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
-
-    with admin_client({"bootstrap.servers": bootstrap}, client_config=client_config) as admin:
-        if topic in admin.list_topics(timeout=10).topics:
-            return
-        try:
-            # A dead letter carries its source record whole: the topic takes records as large as CDC's.
-            config = {"max.message.bytes": str(DEAD_LETTER_MAX_RECORD_BYTES)}
-            # -1: the cluster's default.replication.factor
-            admin.create_topics([NewTopic(topic, 1, -1, config=config)])[topic].result(timeout=30)
-        except KafkaException as exc:
-            if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise SourceUnavailable(f"cannot create dead-letter topic {topic!r}: {exc}") from exc
 
 
 class Job:
@@ -347,6 +291,11 @@ class Job:
         batch (`_decoded_again`) until `restart`."""
         json_met = not self._query_json and getattr(self.decode, "json_met", False)
         return json_met or not set(self.schemas.known()) <= self.streamed
+
+    def counted(self, current: status.JobStatus, query: StreamingQuery | None) -> status.JobStatus:
+        """`current` as it is: a view job's totals are the progress and its dead letters, which the
+        driver loop records itself."""
+        return current
 
     def restart(self, *, available_now: bool = False) -> StreamingQuery:
         """Start the query again, decoding with every writer schema known now (and JSON, once met);

@@ -27,13 +27,12 @@ from typing import TYPE_CHECKING, Any
 from materializers.decode.changes import newest_indices
 from materializers.errors import ViewUnavailable
 from materializers.truth import Difference, Truth, compare
-from materializers.view import DriverView, Reject, TableBatch
+from materializers.view import DriverView, Reject, TableBatch, ViewContext
 
 if TYPE_CHECKING:
     import psycopg
     from pyspark.sql import SparkSession
 
-    from materializers.plan import JobPlan
 
 COPY_ROWS = 1000  # above this many entities a batch goes through COPY and a staging table
 
@@ -202,12 +201,12 @@ class PostgresTable(DriverView):
         return compare(self.name, truth.rows, self.live_rows()) if truth.kind == "cdc" else []
 
 
-def read_model(table: str = "", name: str = "postgres") -> Callable[[JobPlan], PostgresTable]:
+def read_model(table: str = "", name: str = "postgres") -> Callable[[ViewContext], PostgresTable]:
     """A factory for `Materializer(views=...)`: the table (default `mv_<materializer>`, plus the
     generation after a rebuild) in the run's Postgres (PG_DSN)."""
 
-    def build(plan: JobPlan) -> PostgresTable:
-        default = f"mv_{plan.spec.name}" + (f"_{plan.generation}" if plan.generation else "")
-        return PostgresTable(plan.config.endpoints.pg_dsn, table or default, plan.spec.data_columns, name)
+    def build(job: ViewContext) -> PostgresTable:
+        default = f"mv_{job.name}" + (f"_{job.generation}" if job.generation else "")
+        return PostgresTable(job.config.endpoints.pg_dsn, table or default, job.data_columns, name)
 
     return build

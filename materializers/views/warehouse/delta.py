@@ -64,6 +64,7 @@ from materializers.decode.changes import (
 from materializers.view import event_date
 from materializers.views.background import Background
 from materializers.views.warehouse import delta_rs as delta_driver
+from materializers.views.warehouse.delta_rs import Bounds
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -74,16 +75,6 @@ TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 STATE_DDL = "entity string, position string, deleted boolean, updated_at timestamp"
 HISTORY_DDL = "entity string, position string, op string, event_ts timestamp, src_topic string, src_partition int, src_offset long"
 HISTORY_COLUMNS = ("entity", "position", "op", "event_ts", "src_topic", "src_partition", "src_offset")
-
-
-class Bounds(NamedTuple):
-    """A batch's key ranges and event dates: which history files can hold its rows."""
-
-    low_entity: str | None
-    high_entity: str | None
-    low: str | None  # position
-    high: str | None
-    dates: list[object]
 
 
 @dataclass(slots=True)

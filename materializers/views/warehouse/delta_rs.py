@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import pyarrow as pa
 
@@ -23,9 +23,18 @@ if TYPE_CHECKING:
     from deltalake import CommitProperties, DeltaTable
     from pyspark.sql import SparkSession
 
-    from materializers.views.warehouse.delta import Bounds
 
 log = logging.getLogger(__name__)
+
+
+class Bounds(NamedTuple):
+    """A batch's key ranges and event dates: which history files can hold its rows."""
+
+    low_entity: str | None
+    high_entity: str | None
+    low: str | None  # position
+    high: str | None
+    dates: list[object]
 
 
 @dataclass(slots=True)
