@@ -15,9 +15,8 @@ from rich.table import Table
 
 from demo.report import Sample
 from demo.search import SearchReader
-from materializers.ops import lag
-from materializers.runtime import status
-from materializers.runtime.job import JobPlan
+from materializers import JobPlan
+from materializers.testing import JobStatus, read_status, with_lag
 
 PROBE_IDS = 40
 
@@ -159,18 +158,18 @@ class LagGauge:
     plans: list[JobPlan]
     every_s: float = 1.0
     _at: float = field(default=float("-inf"), init=False)
-    _jobs: dict[str, status.JobStatus | None] = field(default_factory=dict, init=False)
+    _jobs: dict[str, JobStatus | None] = field(default_factory=dict, init=False)
 
-    def jobs(self) -> dict[str, status.JobStatus | None]:
+    def jobs(self) -> dict[str, JobStatus | None]:
         if time.monotonic() - self._at >= self.every_s:
             self._jobs = {p.spec.name: _measured(p) for p in self.plans}
             self._at = time.monotonic()
         return self._jobs
 
 
-def _measured(plan: JobPlan) -> status.JobStatus | None:
-    job = status.read(plan.job_dir)
-    return None if job is None else lag.with_lag(job, plan.config.endpoints.kafka_bootstrap_servers)
+def _measured(plan: JobPlan) -> JobStatus | None:
+    job = read_status(plan.job_dir)
+    return None if job is None else with_lag(job, plan.config.endpoints.kafka_bootstrap_servers)
 
 
 def status_table(gauge: LagGauge, latency_ms: float | None, changes: int, elapsed: float) -> Table:

@@ -48,12 +48,16 @@ from eventstore.config import StoreConfig
 from kafkakit.clients import make_consumer
 from kafkakit.errors import ConfigError
 from kafkakit.logs import configure_demo_logging
-from materializers.catalog import lookup
-from materializers.config import RunConfig, parse_search_backend
-from materializers.ops import lag
-from materializers.ops.verify import verify
-from materializers.runtime import checkpoint, timeline
-from materializers.runtime.job import JobPlan
+from materializers import JobPlan, RunConfig, lookup, parse_search_backend, verify
+from materializers.testing import (
+    batch_medians,
+    committed,
+    end_offsets,
+    query_delta,
+    read_timeline,
+    records_behind,
+    startup_phases,
+)
 
 console = Console()
 
@@ -271,16 +275,14 @@ def start_driver(
 
 def wait_caught_up(plans: list[JobPlan], procs: dict[str, subprocess.Popen[bytes]], timeout: float) -> bool:
     """Every job's checkpoint has committed a batch reaching the topic's end offsets as of this call."""
-    ends = {p.spec.name: lag.end_offsets(p.config.endpoints.kafka_bootstrap_servers, p.topic) for p in plans}
+    ends = {p.spec.name: end_offsets(p.config.endpoints.kafka_bootstrap_servers, p.topic) for p in plans}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         dead = [name for name, proc in procs.items() if proc.poll() is not None]
         if dead:
             console.print(f"[red]materializer(s) {dead} exited; see their logs under demo-report/logs/[/red]")
             return False
-        behind = [
-            p for p in plans if checkpoint.lag(checkpoint.committed(p.checkpoint).offsets, ends[p.spec.name])
-        ]
+        behind = [p for p in plans if records_behind(committed(p.checkpoint).offsets, ends[p.spec.name])]
         if not behind:
             return True
         time.sleep(0.5)
@@ -362,20 +364,20 @@ def note_time_spent(summary: Summary, plans: list[JobPlan], until: float) -> Non
     killed = summary.live_started_at + summary.killed_at_s
     recovered = summary.live_started_at + (summary.recovered_at_s or until - summary.live_started_at)
     for plan in plans:
-        entries = timeline.read(plan.job_dir)
-        summary.recovery_phases[plan.spec.name] = timeline.startup(entries, after=killed)
+        entries = read_timeline(plan.job_dir)
+        summary.recovery_phases[plan.spec.name] = startup_phases(entries, after=killed)
         steady = [
             e
             for e in entries
             if summary.live_started_at <= e["at"] < killed or recovered + 5 <= e["at"] < until
         ]
-        summary.steady_batches[plan.spec.name] = timeline.batch_medians(steady, 0.0, until)
+        summary.steady_batches[plan.spec.name] = batch_medians(steady, 0.0, until)
 
 
 def _batch_since(plan: JobPlan, since: float) -> bool:
     """Whether the job's timeline holds a batch that ended at `since` or later (the driver records
     its batches when it polls their progress, a moment after the views show them)."""
-    return any(e["event"] == "batch" and e["at"] >= since for e in timeline.read(plan.job_dir))
+    return any(e["event"] == "batch" and e["at"] >= since for e in read_timeline(plan.job_dir))
 
 
 def _live_until(cfg: DemoConfig, killed_at_s: float | None) -> float:
@@ -477,7 +479,6 @@ def topic_sizes(stack: StackHandle, topics: list[str]) -> dict[str, int]:
 
 
 def view_sizes(plans: list[JobPlan]) -> dict[str, int]:
-    from materializers.views.warehouse import delta as delta_warehouse
 
     sizes = {}
     for plan in plans:
@@ -487,11 +488,9 @@ def view_sizes(plans: list[JobPlan]) -> dict[str, int]:
             sizes[f"{plan.spec.name} search, {reader.label} (live documents)"] = reader.live_count()
         warehouse = plan.warehouse()
         if plan.spec.current_table:
-            rows = delta_warehouse.query(
-                warehouse.current_path, "SELECT count(*) AS n FROM t WHERE NOT deleted"
-            )
+            rows = query_delta(warehouse.current_path, "SELECT count(*) AS n FROM t WHERE NOT deleted")
             sizes[f"{plan.spec.name} Delta current rows"] = int(str(rows[0]["n"]))
-        rows = delta_warehouse.query(warehouse.history_path, "SELECT count(*) AS n FROM t")
+        rows = query_delta(warehouse.history_path, "SELECT count(*) AS n FROM t")
         sizes[f"{plan.spec.name} Delta history rows"] = int(str(rows[0]["n"]))
     return sizes
 

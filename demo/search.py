@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from devstack import opensearch as opensearch_service
 from devstack import stack
 from devstack.config import StackConfig
-from materializers.config import ENV_OPENSEARCH_URL, SEARCH_BACKENDS, parse_search_backend
-from materializers.plan import JobPlan
-from materializers.views.search.opensearch import SearchBackendUnavailable
+from materializers import SEARCH_BACKENDS, JobPlan, SearchBackendUnavailable, parse_search_backend
+from materializers.config import ENV_OPENSEARCH_URL
 
 log = logging.getLogger(__name__)
 ENV_DEMO_SEARCH = "DEMO_SEARCH"

@@ -24,6 +24,14 @@ class ViewUnavailable(MaterializerError):
     """A view's backing store (Redis, the index directory, the Delta path) cannot be reached."""
 
 
+class SearchBackendUnavailable(ViewUnavailable):
+    """OpenSearch does not answer at the configured address, or answered with an error."""
+
+
+class MappingConflict(ViewUnavailable):
+    """The index exists with a mapping that cannot hold the materializer's columns."""
+
+
 class SourceUnavailable(MaterializerError):
     """Kafka, the schema registry or Postgres cannot be reached or lacks a topic/table."""
 

@@ -13,8 +13,7 @@ import tempfile
 import redis
 from _stack import drop_keys, order_events, unique
 
-from materializers import JobPlan, RunConfig, run
-from materializers.ops.verify import verify
+from materializers import JobPlan, RunConfig, run, verify
 from shop.orders import ORDERS
 
 prefix = unique("docs-job")

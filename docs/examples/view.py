@@ -13,9 +13,18 @@ from dataclasses import replace
 
 from _stack import order_events
 
-from materializers import DriverView, JobPlan, Reject, RunConfig, TableBatch, run
-from materializers.ops.verify import verify
-from materializers.truth import Difference, Truth, compare
+from materializers import (
+    Difference,
+    DriverView,
+    JobPlan,
+    Reject,
+    RunConfig,
+    TableBatch,
+    Truth,
+    compare,
+    run,
+    verify,
+)
 from shop.orders import ORDERS
 
 STATUS = {"order.created": "draft", "order.placed": "placed", "order.cancelled": "cancelled"}

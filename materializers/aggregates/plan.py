@@ -96,7 +96,7 @@ def row_contributions(
 
     names = tuple(source.fields)
     ddl = ", ".join(f"`{n}` {t}" for n, t in source.fields.items())
-    decoder = debezium.Decoder(  # its query is never rebuilt, so it reads JSON from the start
+    decoder = debezium.DebeziumDecoder(  # its query is never rebuilt, so it reads JSON from the start
         data_columns=names, data_ddl=ddl, key_column=source.key_column, with_before=True, json_before_met=True
     )
     decoded = decoder(raw, schemas)

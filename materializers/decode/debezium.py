@@ -63,10 +63,10 @@ CHANGE_FIELDS_WITH_BEFORE = ("after", "before", "source", "op", "ts_ms")
 BEFORE, CHANGE_OP = "_before", "_change_op"
 # from_json writes the raw text here when any field does not fit its type (Spark's PERMISSIVE mode).
 UNFIT = "_unfit_value"
-# The error of a JSON record in a query built to read Avro only (`Decoder`): the job decodes it again.
+# The error of a JSON record in a query built to read Avro only (`DebeziumDecoder`): the job decodes it again.
 JSON_UNREAD = (
     "a JSON record (no wire header on its key or value) in a query built to read Avro records only; "
-    "the job decodes it again reading JSON (call Decoder.meet_json where you run the decoder yourself)"
+    "the job decodes it again reading JSON (call DebeziumDecoder.meet_json where you run the decoder yourself)"
 )
 
 
@@ -147,7 +147,7 @@ def unfit_message(data_ddl: str) -> str:
 
 
 @dataclass(slots=True)
-class Decoder:
+class DebeziumDecoder:
     """A job's Debezium decoder (a `Transform`): the decoded frame (see changes.py) of raw Kafka rows
     (key, value, topic, partition, offset, ...), plus `schema_id` (debezium_avro.py) for the job to
     learn new writer schemas from.

@@ -1,4 +1,4 @@
-"""The Avro half of `debezium.Decoder`: Debezium change records in Confluent framing, decoded in the JVM.
+"""The Avro half of `debezium.DebeziumDecoder`: Debezium change records in Confluent framing, decoded in the JVM.
 
 Apicurio's Connect AvroConverter writes key and value each as magic byte 0, a 4-byte big-endian registry
 id (its own for the key) and the Avro body. Per record, a value (or key) with that framing is read here,

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 MAGIC = 0
 HEADER_SIZE = 5
 # The `schema_id` a decoder gives a record without the wire header that it was built not to read (a
-# JSON record where it reads Avro only: debezium.Decoder): the job learns from it as from an id.
+# JSON record where it reads Avro only: debezium.DebeziumDecoder): the job learns from it as from an id.
 UNFRAMED_ID = -1
 H_TYPE = "event-type"
 H_VERSION = "stream-version"

@@ -15,7 +15,7 @@ Order inside a micro-batch (`process_batch`), before Spark commits the batch to 
    know come out as error rows with their `schema_id`: the job learns the new ids from the registry,
    reads those records again from Kafka by their offsets and decodes them knowing the new schemas,
    and the runner restarts the query after that batch so that later batches decode them in one pass
-   (`stale`, runner.py). So do JSON records where the query reads Avro only (debezium.Decoder: a
+   (`stale`, runner.py). So do JSON records where the query reads Avro only (debezium.DebeziumDecoder: a
    topic that holds Avro records is read without a JSON reader until one is met);
 2. error rows -> dead-letter topic;
 3. the views: `parallel` ones (the Redis cache, from the executors through Arrow: CDC upserts where
@@ -187,7 +187,7 @@ class Job:
         # to each), so they are asked for only when the decoder reads them; one that does not say so
         # (`reads_headers`) is taken to read them.
         self._headers: bool = getattr(self.decode, "reads_headers", True)
-        # A decoder that reads JSON only once the job met a JSON record (debezium.Decoder) is told so.
+        # A decoder that reads JSON only once the job met a JSON record (debezium.DebeziumDecoder) is told so.
         self._meet_json: Callable[[], None] | None = getattr(self.decode, "meet_json", None)
         self._query_json = True  # whether the running query's decode reads JSON records
         self.app_id = ""

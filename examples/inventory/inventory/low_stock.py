@@ -2,7 +2,7 @@
 the project's `stock_levels` table (captured by Debezium), through the toolkit's `View` protocol.
 
 Table (`TABLE_DDL`): one row per SKU, `id` (the SKU) its primary key, `on_hand` and `reorder_point`.
-Redis, under the run's prefix (`JobPlan.redis_prefix`, so every run and test has its own keys):
+Redis, under the run's prefix (`ViewContext.redis_prefix`, so every run and test has its own keys):
 `<prefix>#low_stock`, a set of SKUs; `<prefix>#low_stock:at`, a hash SKU -> position (the change's
 LSN, a fixed-width string) of the newest change applied.
 
@@ -26,12 +26,20 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from materializers import DriverView, Materializer, Reject, TableBatch, ViewUnavailable
-from materializers.decode.debezium import Decoder
-from materializers.truth import Difference, Truth, compare
+from materializers import (
+    DebeziumDecoder,
+    Difference,
+    DriverView,
+    Materializer,
+    Reject,
+    TableBatch,
+    Truth,
+    ViewUnavailable,
+    compare,
+)
 
 if TYPE_CHECKING:
-    from materializers import JobPlan
+    from materializers import ViewContext
 
 TABLE_DDL = "id text PRIMARY KEY, on_hand integer NOT NULL, reorder_point integer NOT NULL"
 DATA_DDL = "on_hand int, reorder_point int"  # the data columns as the decoder types them
@@ -78,7 +86,7 @@ class LowStock(DriverView):
         self._client: redis.Redis | None = None
 
     @classmethod
-    def for_plan(cls, plan: JobPlan) -> LowStock:
+    def for_plan(cls, plan: ViewContext) -> LowStock:
         """The view of one run: its Redis, its prefix (a factory the materializer names)."""
         return cls(plan.config.endpoints.redis_url, plan.redis_prefix)
 
@@ -129,8 +137,8 @@ class LowStock(DriverView):
         return compare(self.name, expected, {sku: {"low": "yes"} for sku in self.members()})
 
 
-def decoder() -> Decoder:
-    return Decoder(data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id")
+def decoder() -> DebeziumDecoder:
+    return DebeziumDecoder(data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id")
 
 
 LOW_STOCK = Materializer(

@@ -13,7 +13,7 @@ import pytest
 
 from devstack.crash import wait_until
 from inventory.low_stock import LOW_STOCK, TABLE_DDL, LowStock
-from materializers.ops.verify import verify
+from materializers import verify
 
 
 @pytest.fixture

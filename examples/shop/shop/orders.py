@@ -11,14 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from materializers.decode import avro_events
-from materializers.decode.changes import CHANGE_COLUMNS
-from materializers.materializer import Materializer
+from materializers import CHANGE_COLUMNS, EventDecoder, Materializer
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from materializers.decode.avro_events import WriterSchemas
+    from materializers import WriterSchemas
 
 WANTED = {
     "order_id": "string",
@@ -105,7 +103,7 @@ class OrderDecoder:
     per job: the expressions are built once and reused for every batch."""
 
     def __init__(self) -> None:
-        self.events = avro_events.EventDecoder(WANTED, EVENT_TYPES)
+        self.events = EventDecoder(WANTED, EVENT_TYPES)
         self._patches: list[Column] = []
 
     def __call__(self, df: DataFrame, schemas: WriterSchemas) -> DataFrame:

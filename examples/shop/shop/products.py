@@ -6,16 +6,15 @@ Row mapping is the Debezium decoder's: every column of the row is a cache field 
 
 from __future__ import annotations
 
-from materializers.decode import debezium
-from materializers.materializer import Materializer
+from materializers import DebeziumDecoder, Materializer
 
 DATA_DDL = "name string, description string, price string, stock int"
 TABLE_DDL = "id integer primary key, name text not null, description text, price numeric(12,2) not null, stock integer not null default 0"
 COLUMNS = ("name", "description", "price", "stock")
 
 
-def decoder() -> debezium.Decoder:
-    return debezium.Decoder(data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id")
+def decoder() -> DebeziumDecoder:
+    return DebeziumDecoder(data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id")
 
 
 PRODUCTS = Materializer(

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from materializers import failpoints
 from materializers.decode.changes import keeps, newest_indices
-from materializers.errors import ViewUnavailable
+from materializers.errors import MappingConflict, SearchBackendUnavailable
 from materializers.truth import Difference, Truth, compare
 from materializers.view import Reject, split_refused
 from materializers.views.read_model import Row, batch_rows
@@ -60,14 +60,6 @@ CHUNK = opensearch_bulk.CHUNK  # documents per bulk request
 MGET_CHUNK = 1000  # ids per real-time `mget` of stored documents
 META_FIELDS = {"entity": "keyword", "position": "keyword", "deleted": "boolean"}
 COORDINATES = ("src_topic", "src_partition", "src_offset")
-
-
-class SearchBackendUnavailable(ViewUnavailable):
-    """OpenSearch does not answer at the configured address, or answered with an error."""
-
-
-class MappingConflict(ViewUnavailable):
-    """The index exists with a mapping that cannot hold the materializer's columns."""
 
 
 # ---------------------------------------------------------------- pure core

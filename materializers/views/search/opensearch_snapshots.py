@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from materializers.errors import SnapshotNotFound
-from materializers.views.search.opensearch import OpenSearchIndex, SearchBackendUnavailable
+from materializers.errors import SearchBackendUnavailable, SnapshotNotFound
+from materializers.views.search.opensearch import OpenSearchIndex
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch

@@ -1,7 +1,6 @@
-"""The two search backends behind one test interface, for the contract suite (test_search_contract.py).
-
-A backend that passes the suite is a search view: both answer `live` (each live entity's search
+"""The two search backends behind one test interface: both answer `live` (each live entity's search
 fields), `read` and `search` from what they hold, after making every acknowledged write visible.
+Every view's contract is `materializers.testing.ViewContract` (test_view_contract.py).
 """
 
 from __future__ import annotations

@@ -60,8 +60,8 @@ def known(texts: dict[int, str]) -> WriterSchemas:
     return WriterSchemas("http://127.0.0.1:9/unused", True, SchemaCache(found=OrderedDict(texts)))
 
 
-def decoder_of(ddl: str) -> dbz.Decoder:
-    return dbz.Decoder(
+def decoder_of(ddl: str) -> dbz.DebeziumDecoder:
+    return dbz.DebeziumDecoder(
         data_columns=tuple(c.split(" ")[0] for c in ddl.split(", ")), data_ddl=ddl, key_column="id"
     )
 
@@ -129,7 +129,7 @@ def test_semantic_types_become_the_ddl_types_exactly(spark: Any) -> None:
         "c_time bigint, c_int_arr array<int>, c_bytea binary, c_smallint smallint"
     )
     columns = tuple(c.split(" ")[0] for c in ddl.split(", "))
-    decoder = dbz.Decoder(data_columns=columns, data_ddl=ddl, key_column="id")
+    decoder = dbz.DebeziumDecoder(data_columns=columns, data_ddl=ddl, key_column="id")
     frame = decoder(spark.createDataFrame(torture_rows("avro"), SOURCE), known(texts)).selectExpr(
         "src_offset", "error", "c_numeric_ps", "unix_micros(c_ts) AS ts", "unix_micros(c_ts3) AS ts3",
         "unix_date(c_date) AS date", "unix_micros(c_tstz) AS tstz", "c_time", "c_int_arr", "c_bytea", "c_smallint",
@@ -214,7 +214,7 @@ def test_unfit_refused_unknown_and_undecodable_records_are_error_rows(spark: Any
             "connect.name": "org.apache.kafka.connect.data.Decimal"}  # fmt: skip
     schemas = {7001: envelope_schema(wide), 7002: envelope_schema({"type": "long"})}
     key = json.dumps({"id": 1}).encode()  # a JSON key beside an Avro value: read record by record,
-    decoder = decoder_of("n int")  # once the decoder has met JSON (the job tells it: Decoder.meet_json)
+    decoder = decoder_of("n int")  # once the decoder has met JSON (the job tells it: DebeziumDecoder.meet_json)
     decoder.meet_json()
 
     def change(sid: int, n: Any) -> bytes:

@@ -55,7 +55,7 @@ def decoded(spark: Any, records: list[tuple[bytes, bytes]]) -> list[dict[str, An
         [(k, v, "t", 0, i) for i, (k, v) in enumerate(records)],
         "key binary, value binary, topic string, partition int, offset long",
     )
-    decode = dbz.Decoder(data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id")
+    decode = dbz.DebeziumDecoder(data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id")
     rows = decode(raw).orderBy("src_offset").collect()
     # The original bytes (kept for dead letters) differ by form; everything decoded must not.
     return [
@@ -86,7 +86,7 @@ def test_an_error_row_keeps_its_records_bytes_and_a_change_none(spark: Any) -> N
         [(k, v, "t", 0, i) for i, (k, v) in enumerate(records)],
         "key binary, value binary, topic string, partition int, offset long",
     )
-    decode = dbz.Decoder(data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id")
+    decode = dbz.DebeziumDecoder(data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id")
     rows = decode(raw).orderBy("src_offset").collect()
     kept = [(r["src_key"], r["src_value"]) for r in rows]
     assert [r["error"] is None for r in rows] == [True] * 5 + [False] * 5
@@ -126,7 +126,7 @@ def test_only_a_column_held_as_text_can_be_the_placeholder(spark: Any) -> None:
         [(k, v, "t", 0, 0) for k, v in records],
         "key binary, value binary, topic string, partition int, offset long",
     )
-    decode = dbz.Decoder(
+    decode = dbz.DebeziumDecoder(
         data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id", unavailable_placeholder="7"
     )
     (change,) = [r.asDict(recursive=True) for r in decode(raw).collect()]

@@ -21,7 +21,8 @@ from materializers.ops.rebuild import retire
 from materializers.ops.verify import verify
 from materializers.plan import JobPlan
 from materializers.truth import Truth
-from materializers.views.search.opensearch import MappingConflict, OpenSearchIndex, OpenSearchView
+from materializers.errors import MappingConflict
+from materializers.views.search.opensearch import OpenSearchIndex, OpenSearchView
 
 pytestmark = pytest.mark.integration
 

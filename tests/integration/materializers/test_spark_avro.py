@@ -67,7 +67,7 @@ def test_from_avro_reads_permissively_with_its_reader_schema(spark: Any) -> None
 
 def test_the_change_decoder_plans_no_map_builder(spark: Any) -> None:
     texts = {int(k): v for k, v in captured("avro")["schemas"].items()}
-    decoder = dbz.Decoder(
+    decoder = dbz.DebeziumDecoder(
         data_columns=("c_int", "c_text"), data_ddl="c_int int, c_text string", key_column="id"
     )
     frame = decoder(spark.createDataFrame(torture_rows("avro"), SOURCE), known(texts))
@@ -76,7 +76,7 @@ def test_the_change_decoder_plans_no_map_builder(spark: Any) -> None:
 
 def test_both_decoders_read_avro_in_generated_code(spark: Any) -> None:
     texts = {int(k): v for k, v in captured("avro")["schemas"].items()}
-    decoder = dbz.Decoder(
+    decoder = dbz.DebeziumDecoder(
         data_columns=("c_int", "c_text"), data_ddl="c_int int, c_text string", key_column="id"
     )
     changes = decoder(spark.createDataFrame(torture_rows("avro"), SOURCE), known(texts))

@@ -142,7 +142,7 @@ def test_decode_takes_the_connectors_placeholder(spark: Any) -> None:
 
     def decoded(**placeholder: str) -> dict[str, Any]:
         changes, errors = split(
-            dbz.Decoder(data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id", **placeholder)(raw)
+            dbz.DebeziumDecoder(data_columns=COLUMNS, data_ddl=DATA_DDL, key_column="id", **placeholder)(raw)
         )
         assert errors.count() == 0
         return {r["entity"]: r for r in changes.collect()}

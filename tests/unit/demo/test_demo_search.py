@@ -12,7 +12,7 @@ from demo.search import SearchChoice, SearchReader, backend_from_env, stack_open
 from materializers.cli import _parser
 from materializers.config import RunConfig
 from materializers.plan import JobPlan
-from materializers.views.search.opensearch import SearchBackendUnavailable
+from materializers import SearchBackendUnavailable
 from shop.orders import ORDERS
 from shop.products import PRODUCTS
 
