@@ -33,7 +33,7 @@ ENV_MAX_OFFSETS = "MATERIALIZERS_MAX_OFFSETS_PER_TRIGGER"
 ENV_DRIVER_ROWS = "MATERIALIZERS_WAREHOUSE_DRIVER_ROWS"
 DRIVER_ROWS = 50_000
 ENV_SMALL_BATCH_ROWS = "MATERIALIZERS_SMALL_BATCH_ROWS"
-# The driver batch bounds' default: sized per job (driver_batch.py), never below DRIVER_ROWS. A live
+# The driver batch bounds' default: sized per job (runtime/batch_size.py), never below DRIVER_ROWS. A live
 # driver whose batches passed a lower bound (10,000) took the executors' path, seconds slower per
 # batch on one machine, so its next batch was larger still: at 2k rows/s with three views its batches
 # grew to 25k records, p99 25.5 s, where 50,000 kept it on the driver's path and it caught up
@@ -80,7 +80,7 @@ class RunConfig:
     max_offsets_per_trigger: int = 0  # records per micro-batch; 0 = job.batch_cap decides
     # warehouse batches of at most this many changes are written from the driver (delta-rs), larger
     # ones by Spark; 0 = always Spark (a cluster whose driver cannot reach the table's path);
-    # None = auto (driver_batch.py: sized by the topic's record bytes and the driver's memory)
+    # None = auto (runtime/batch_size.py: sized by the topic's record bytes and the driver's memory)
     warehouse_driver_rows: int | None = None
     # a batch of at most this many records is applied whole from the driver: ONE Spark job decodes
     # it into Arrow, every view is written from there (a live stream's batches, where each further
@@ -201,7 +201,7 @@ def parse_max_offsets(text: str) -> int:
 
 def parse_driver_rows(text: str) -> int | None:
     """Largest batch applied from the driver: a non-negative integer (0 = always Spark), or `auto`
-    (None: sized by the job, see driver_batch.py)."""
+    (None: sized by the job, see runtime/batch_size.py)."""
     if text.strip() == AUTO:
         return None
     if not text.strip().isdigit():

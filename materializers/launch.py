@@ -25,8 +25,7 @@ from materializers.errors import SourceUnavailable
 from materializers.materializer import Materializer
 from materializers.ops import generations, lag
 from materializers.plan import JobPlan
-from materializers.runtime import driver_loop as runner
-from materializers.runtime import timeline
+from materializers.runtime import driver_loop, timeline
 from materializers.runtime.job import claim_checkpoint
 from materializers.runtime.kafka_topics import topic_partitions
 from materializers.spark import session as spark_session
@@ -52,7 +51,7 @@ def run(
 
 def start_plans(plans: Sequence[JobPlan], begin: StartPosition, *, available_now: bool = False) -> int:
     """Check every plan, claim its checkpoint, build the session and run a query per plan."""
-    runner.check_distinct(plans)
+    driver_loop.check_distinct(plans)
     spark_session.driver_jit()  # a bad MATERIALIZERS_DRIVER_JIT fails here, before any checkpoint
     spark_session.require_master(plans[0].config.master)
     for plan in plans:  # every check before anything is written
@@ -88,7 +87,7 @@ def start_plans(plans: Sequence[JobPlan], begin: StartPosition, *, available_now
     ]
     for plan in plans:
         timeline.append(plan.job_dir, started)
-    return runner.run(
+    return driver_loop.run(
         [aggregate_job.job_for(spark, plan) for plan in plans], begin, available_now=available_now
     )
 

@@ -1,7 +1,7 @@
 """An aggregate view: counts, sums, minima, maxima and distinct counts per group and event-time window.
 
 Pure: the definition (`AggregateView`), its validation and its state fingerprint; the Spark job that
-runs it is aggregate_job.py.
+runs it is job.py.
 
 Guarantees and assumptions:
 - Sources: an event-store topic (`EventSource`: events only add) or a Debezium topic (`CdcSource`:

@@ -1,4 +1,4 @@
-"""Run an aggregate view (aggregate.py) as ONE stateful Structured Streaming query into a Delta table.
+"""Run an aggregate view (declaration.py) as ONE stateful Structured Streaming query into a Delta table.
 
 Kafka source -> the source's event types -> Avro decoded in the JVM (avro_events.decode, one
 `from_avro` per writer schema id) -> event time -> `withWatermark(event time, allowed_lateness)` ->

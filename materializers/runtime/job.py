@@ -14,8 +14,8 @@ Order inside a micro-batch (`process_batch`), before Spark commits the batch to 
    applies it in one pass instead: see process_batch). Records whose writer schema the query did not
    know come out as error rows with their `schema_id`: the job learns the new ids from the registry,
    reads those records again from Kafka by their offsets and decodes them knowing the new schemas,
-   and the runner restarts the query after that batch so that later batches decode them in one pass
-   (`stale`, runner.py). So do JSON records where the query reads Avro only (debezium.DebeziumDecoder: a
+   and the driver loop restarts the query after that batch so that later batches decode them in one pass
+   (`stale`, driver_loop.py). So do JSON records where the query reads Avro only (debezium.DebeziumDecoder: a
    topic that holds Avro records is read without a JSON reader until one is met);
 2. error rows -> dead-letter topic;
 3. the views: `parallel` ones (the Redis cache, from the executors through Arrow: CDC upserts where
@@ -664,12 +664,12 @@ class Job:
             start, available_now: as `start`.
 
         Returns:
-            0 on a clean stop, 1 when the query failed (its status says why). `runner.run` drives
+            0 on a clean stop, 1 when the query failed (its status says why). `driver_loop.run` drives
             several jobs in one driver the same way.
         """
-        from materializers.runtime import driver_loop as runner
+        from materializers.runtime import driver_loop
 
-        return runner.run([self], start, available_now=available_now)
+        return driver_loop.run([self], start, available_now=available_now)
 
 
 def kafka_options(plan: JobPlan, *, headers: bool = True) -> dict[str, str]:

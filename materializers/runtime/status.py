@@ -33,7 +33,7 @@ class JobStatus:
     processed_rows_per_second: float = 0.0
     last_batch_ms: int = 0
     dead_letters: int = 0
-    # Aggregate views (aggregate_job.py): late (window, group) rows Spark dropped behind the watermark
+    # Aggregate views (aggregates/job.py): late (window, group) rows Spark dropped behind the watermark
     # (`numRowsDroppedByWatermark`: late records of one window and group in a batch count once), and
     # records refused (undecodable, no event time, too far ahead).
     late_dropped: int = 0

@@ -32,9 +32,9 @@ Commit order for a micro-batch (driver; Spark commits the checkpoint only after 
    written: Delta lets a compaction commit beside appends (history), and a lock keeps the current
    table's compaction and MERGE apart (they conflict: one of them would fail). A Spark write or
    OPTIMIZE first waits for it.
-A batch of at most `driver_rows` changes (driver_batch.py sizes the bound) takes the same steps in
+A batch of at most `driver_rows` changes (runtime/batch_size.py sizes the bound) takes the same steps in
 the driver: one Spark job collects it as Arrow, `changes.newest_of` folds it, and delta-rs writes
-both tables side by side (see delta_driver.py: a fraction of Spark's fixed work per batch). Larger
+both tables side by side (see delta_rs.py: a fraction of Spark's fixed work per batch). Larger
 batches stay distributed. Both record the batch in the same `txn` actions, so either engine skips
 what the other committed.
 The app id belongs to the checkpoint (see job.py): a new checkpoint gets a new app id, otherwise its
