@@ -1,6 +1,6 @@
 """One streaming query run to its end, timed: the benchmarks' availableNow runs share it.
 
-`run_available_now` starts a job (`materializers.job.Job`, `AggregateJob`, ...) from the earliest
+`run_available_now` starts a job (`materializers.runtime.job.Job`, `AggregateJob`, ...) from the earliest
 offsets with availableNow, waits for the query to end and returns its wall time (start included)
 and Spark's progress per batch; `run_to_end` does the same for any query a callable starts (the
 peer's job). A query that failed or is still running after the timeout raises.

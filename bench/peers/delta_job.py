@@ -4,9 +4,9 @@ Kafka source -> decode (`from_json` for JsonConverter records, with or without t
 `from_avro` on the body after the 5-byte Confluent header, with the writer schema fetched from the
 registry once) -> `foreachBatch`: the newest change per key (row_number over the source LSN) ->
 Delta `MERGE`. Nothing else: no history table, no batch-id idempotence, no TOAST placeholders, no
-dead letters. `bench/cdc_formats.py` runs it beside the products materializer's warehouse view.
+dead letters. `bench/scenarios/cdc_formats.py` runs it beside the products materializer's warehouse view.
 
-Alone: `spark-submit --packages <spark-sql-kafka, spark-avro, delta-spark> bench/peer_delta_job.py
+Alone: `spark-submit --packages <spark-sql-kafka, spark-avro, delta-spark> bench/peers/delta_job.py
 BOOTSTRAP TOPIC FORMAT REGISTRY_URL TABLE_PATH CHECKPOINT` (FORMAT: json | json-schemaless | avro).
 """
 

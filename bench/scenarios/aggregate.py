@@ -1,7 +1,7 @@
 """Benchmark (issue 25): a windowed aggregate view kept by the streaming job vs recomputed each minute.
 
 Side by side in one run, per number of distinct groups G (`--groups`, default 10k, 100k, 1M), on
-`local[2]` (results in bench/results/aggregate.json + .md):
+`local[2]` (results in bench/results/aggregate/latest.{json,md}):
 1. Data: `order.line_added` events shaped as the event store writes them (Confluent-framed Avro with
    the shop's schema registered under `<topic>-order.line_added`, envelope `timestamp` header in epoch
    ms), G per simulated minute (every SKU once, shuffled, times spread over the minute), into a fresh
@@ -53,25 +53,26 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from cdc_bench import summarize_ms
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
-from streaming_runs import run_available_now
 
+from bench.harness import results as bench_results
+from bench.harness.percentiles import summarize_ms
+from bench.harness.streaming import run_available_now
 from devstack.event_records import EventRecords
 from kafkakit.clients import make_admin, make_producer
 from kafkakit.positions import parse_start
-from materializers import spark_session
-from materializers.aggregate import materializer
-from materializers.aggregate_job import AggregateJob, table_path
-from materializers.aggregate_plan import aggregations, events, output, refusal, window_of
-from materializers.avro_events import WriterSchemas, learn_topic_schemas
+from materializers.aggregates.declaration import materializer
+from materializers.aggregates.job import AggregateJob, table_path
+from materializers.aggregates.plan import aggregations, events, output, refusal, window_of
 from materializers.config import RunConfig
+from materializers.decode.avro_events import WriterSchemas, learn_topic_schemas
 from materializers.plan import JobPlan
-from materializers.views.delta_warehouse import query
+from materializers.spark import session as spark_session
+from materializers.views.warehouse.delta import query
 from shop.sku_per_minute import SKU_PER_MINUTE_VIEW
 
-OUT = Path(__file__).parent / "results" / "aggregate.json"
+OUT = bench_results.RESULTS / "aggregate"
 EVENT_TYPE = "order.line_added"
 MINUTE_MS = 60_000
 PARTITIONS = 2
@@ -461,11 +462,9 @@ def verdict(res: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def save(out: Path, res: dict[str, Any]) -> None:
+def save(out: Path, res: dict[str, Any], began: bench_results.Began) -> None:
     res["verdict"] = verdict(res)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res, indent=2, default=str) + "\n")
-    out.with_suffix(".md").write_text(render_markdown(res))
+    bench_results.write(out, res, render_markdown(res), began=began)
 
 
 def _run_meta(res: dict[str, Any]) -> dict[str, Any]:
@@ -477,7 +476,7 @@ def _run_meta(res: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -503,8 +502,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--keep", action="store_true", help="keep the other sizes' results already in --out (a run per size)"
     )
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
+    parser.add_argument("--out", type=Path, default=OUT, help="the results' folder")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    run_start = bench_results.Began()
+    args = parse(argv)
     if args.driver_memory:  # the driver JVM is launched by build(): only the submit arguments reach it
         os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {args.driver_memory} pyspark-shell"
     base = dataclasses.replace(RunConfig.from_env(), master="local[2]", trigger=args.trigger)
@@ -521,8 +525,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "notes": args.note,
     }
     sizes = args.groups or [10_000, 100_000, 1_000_000]
-    if args.keep and args.out.exists():  # sizes run before (a run per size keeps each under ~20 min)
-        earlier = json.loads(args.out.read_text())
+    earlier = bench_results.previous(args.out) if args.keep else {}
+    if earlier:  # sizes run before (a run per size keeps each under ~20 min)
         res["sizes"] = [r for r in earlier["sizes"] if r["groups"] not in sizes]
         res["earlier_runs"] = [*earlier.get("earlier_runs", []), _run_meta(earlier)]
         res["notes"] = [*earlier.get("notes", []), *args.note]
@@ -546,12 +550,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             except Exception as exc:  # a size that does not fit is reported, the others still run
                 res["sizes"].append({"groups": groups, "error": f"{type(exc).__name__}: {str(exc)[:500]}"})
             res["sizes"].sort(key=lambda r: int(r["groups"]))
-            save(args.out, res)
+            save(args.out, res, run_start)
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     res["machine"]["load_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    save(args.out, res)
+    save(args.out, res, run_start)
     print(render_markdown(res))
     return 0
 

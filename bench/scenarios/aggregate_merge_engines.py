@@ -2,13 +2,13 @@
 `warehouse_driver_rows` updated rows) vs Spark's Delta MERGE (`warehouse_driver_rows` 0), side by side
 in one run, one Spark session.
 
-Each engine runs `aggregate_bench.run_size` on a fresh topic: the shop's `sku_per_minute` view, G
+Each engine runs `bench.scenarios.aggregate.run_size` on a fresh topic: the shop's `sku_per_minute` view, G
 groups (`--groups`, default 10,000) per simulated minute for `--minutes` minutes (default 3), one
 driver run (availableNow) per minute, then `--probes` single events for commit -> visible in Delta
 with the job running on a 1 s trigger; the recompute runs once, after the last minute, to check the
 table. Reported per engine: the streaming run's wall s per minute and its data batch's ms, the
 latency p50/p99, whether the table equals the recompute; and driver / spark ratios.
-Results: bench/results/aggregate-merge-engines.json + .md. Needs a running stack (`source .stack/env`).
+Results: bench/results/aggregate_merge_engines/latest.{json,md}. Needs a running stack (`source .stack/env`).
 """
 
 from __future__ import annotations
@@ -21,15 +21,16 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aggregate_bench import run_size
-
-from materializers import spark_session
+from bench.harness import results as bench_results
+from bench.scenarios.aggregate import run_size
 from materializers.config import RunConfig
+from materializers.spark import session as spark_session
 
-OUT = Path(__file__).parent / "results" / "aggregate-merge-engines.json"
+OUT = bench_results.RESULTS / "aggregate_merge_engines"
 ENGINES = {"spark": 0, "driver": None}  # warehouse_driver_rows: 0 = every MERGE by Spark
 
 
@@ -89,15 +90,20 @@ def render(res: dict[str, Any]) -> str:
     ])  # fmt: skip
 
 
-def main() -> int:
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--groups", type=int, default=10_000)
     parser.add_argument("--minutes", type=int, default=3)
     parser.add_argument("--probes", type=int, default=10)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
+    parser.add_argument("--out", type=Path, default=OUT, help="the results' folder")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    run_start = bench_results.Began()
+    args = parse(argv)
     base = dataclasses.replace(RunConfig.from_env(), master="local[2]", trigger="1 second")
     res: dict[str, Any] = {
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -116,9 +122,7 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     res |= {"load_at_end": [round(x, 2) for x in os.getloadavg()], "engines": engines}
     res["ratios"] = ratios({e["engine"]: e for e in engines})
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(res, indent=2, default=str) + "\n")
-    args.out.with_suffix(".md").write_text(render(res))
+    bench_results.write(args.out, res, render(res), began=run_start)
     print(render(res))
     return 0
 

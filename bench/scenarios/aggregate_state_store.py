@@ -1,6 +1,6 @@
 """Benchmark (issue 25): the aggregate job on Spark's two state stores, side by side on one topic.
 
-Per simulated minute, G `order.line_added` events (every SKU once; aggregate_bench's data) go to one
+Per simulated minute, G `order.line_added` events (every SKU once; the aggregate scenario's data) go to one
 topic, then the real `AggregateJob` on the shop's `sku_per_minute` runs once per store (a driver run
 with availableNow, each store its own checkpoint and table), the order of the two alternating per
 minute so neither always runs second on a warm JVM:
@@ -10,7 +10,7 @@ minute so neither always runs second on a warm JVM:
   the batch's changes uploaded as a changelog).
 Reported per minute and store: the driver run's wall time, the data batch's trigger time, and the
 state rows and memory Spark reports (`stateOperators`). Both tables must be equal at the end.
-Results: bench/results/aggregate-state-store.{json,md}. Needs a running stack (`source .stack/env`).
+Results: bench/results/aggregate_state_store/latest.{json,md}. Needs a running stack (`source .stack/env`).
 """
 
 from __future__ import annotations
@@ -27,14 +27,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import aggregate_bench as ab
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
+from bench.harness import results as bench_results
+from bench.scenarios import aggregate as ab
 from kafkakit.clients import make_admin, make_producer
-from materializers import spark_session
-from materializers.aggregate import materializer
+from materializers.aggregates.declaration import materializer
 from materializers.config import RunConfig
 from materializers.plan import JobPlan
+from materializers.spark import session as spark_session
 from shop.sku_per_minute import SKU_PER_MINUTE_VIEW
 
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
@@ -49,7 +50,7 @@ STORES = {
         CHANGELOG: "true",
     },
 }
-OUT = Path(__file__).parent / "results" / "aggregate-state-store.json"
+OUT = bench_results.RESULTS / "aggregate_state_store"
 
 
 def run_store(spark: Any, plan: JobPlan, store: str) -> dict[str, Any]:
@@ -60,7 +61,7 @@ def run_store(spark: Any, plan: JobPlan, store: str) -> dict[str, Any]:
     return {
         "wall_s": run["wall_s"],
         "data_batch_s": round(sum(b["trigger_ms"] for b in data) / 1000, 2),
-        "state_rows": max((b["state_rows"] for b in run["batches"]), default=0),
+        "state_rows_updated": max((b["state_rows_updated"] for b in run["batches"]), default=0),
         "state_memory_mib": max((b["state_memory_mib"] for b in run["batches"]), default=0),
     }
 
@@ -114,7 +115,7 @@ def render_markdown(res: dict[str, Any]) -> str:
         "`sku_per_minute`, G events per simulated minute, one driver run per minute and store.",
         "",
         "| groups | minute | hdfs wall s | rocksdb wall s | rocksdb / hdfs | hdfs state MiB (heap) | "
-        "rocksdb state MiB | state rows |",
+        "rocksdb state MiB | state rows updated |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for size in res["sizes"]:
@@ -123,7 +124,7 @@ def render_markdown(res: dict[str, Any]) -> str:
             lines.append(
                 f"| {size['groups']:,} | {m['minute']} | {h['wall_s']} | {r['wall_s']} | "
                 f"{m['wall_ratio_rocksdb_to_hdfs']} | {h['state_memory_mib']} | {r['state_memory_mib']} | "
-                f"{h['state_rows']:,} |"
+                f"{h['state_rows_updated']:,} |"
             )
     lines += [
         "",
@@ -139,18 +140,23 @@ def render_markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups", type=int, action="append", help="distinct groups (repeat; default 100k)")
     parser.add_argument("--minutes", type=int, default=4, help="simulated minutes (default 4)")
     parser.add_argument("--driver-memory", default="6g", help="the driver JVM's heap (default 6g)")
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--out", type=Path, default=OUT, help="the results' folder")
     parser.add_argument("--keep", action="store_true", help="keep the other sizes already in --out")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    run_start = bench_results.Began()
+    args = parse(argv)
     os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {args.driver_memory} pyspark-shell"
     base = dataclasses.replace(RunConfig.from_env(), master="local[2]")
     sizes = args.groups or [100_000]
-    earlier = json.loads(args.out.read_text())["sizes"] if args.keep and args.out.exists() else []
+    earlier = bench_results.previous(args.out).get("sizes", []) if args.keep else []
     res: dict[str, Any] = {
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "driver_memory": args.driver_memory,
@@ -168,9 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         spark.stop()
     res["load_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(res, indent=2) + "\n")
-    args.out.with_suffix(".md").write_text(render_markdown(res))
+    bench_results.write(args.out, res, render_markdown(res), began=run_start)
     print(render_markdown(res))
     return 0
 

@@ -1,8 +1,8 @@
 """Benchmark (not a test): Debezium CDC throughput and latency on the real stack.
 
 Postgres 15 -> Debezium Postgres connector in Kafka Connect -> Kafka, measured from Python with
-confluent-kafka. Run `python bench/cdc_bench.py [--quick]` with the stack env sourced; it writes
-bench/results/cdc.json (everything) and cdc.md (a summary); `--quick` writes cdc-quick.{json,md}.
+confluent-kafka. Run `python -m bench run cdc [--size quick]`; it writes bench/results/cdc/latest.json
+(everything) and latest.md (a summary) through the harness's writer (`--out` names another folder).
 
 Variants (`VARIANTS`): `default` = the committed `ConnectorSpec.to_config()`, i.e. Debezium/Connect
 batching defaults (the baseline, shorter latency runs); `tuned` = default + `_TUNED` (the candidate,
@@ -39,16 +39,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import mmap
 import os
-import re
 import signal
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -61,6 +59,10 @@ from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaException,
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from psycopg import sql
 
+from bench.harness import results as bench_results
+from bench.harness.percentiles import percentile, summarize_ms
+from bench.harness.probes import Phase, StackPids, stack_environment
+from bench.harness.stack import STACK_DIR
 from cdc.change_event import decode_record
 from cdc.connect_client import ConnectClient
 from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec, TopicSpec
@@ -74,7 +76,6 @@ from kafkakit.settings import Endpoints
 
 log = logging.getLogger("bench.cdc")
 
-REPO = Path(__file__).resolve().parents[1]
 SNAPSHOT_TARGET_ROWS_PER_S = 50_000
 LATENCY_TARGET_P99_MS = 500.0
 _PAD = "x" * 64
@@ -159,9 +160,8 @@ class BenchConfig:
     drain_timeout_s: float = 15.0
     snapshot_timeout_s: float = 180.0  # the candidate's; others stop at baseline_snapshot_timeout_s
     baseline_snapshot_timeout_s: float = 60.0
-    tag: str = ""
-    out_dir: Path = REPO / "bench" / "results"
-    stack_dir: Path = REPO / ".stack"
+    out_dir: Path = bench_results.RESULTS / "cdc"
+    stack_dir: Path = STACK_DIR
 
     @classmethod
     def from_args(cls, argv: Sequence[str] | None = None) -> BenchConfig:
@@ -199,9 +199,8 @@ class BenchConfig:
             default=60.0,
             help="other variants: seconds (partial rate)",
         )
-        p.add_argument("--tag", default="", help="results go to cdc-<tag>.{json,md} (e.g. noschema)")
         p.add_argument("--synchronous-commit", choices=("on", "off", "server"), default="on")
-        p.add_argument("--out-dir", type=Path, default=None)
+        p.add_argument("--out", type=Path, default=None, help="the results' folder (bench/results/cdc)")
         p.add_argument("--stack-dir", type=Path, default=None, help="where the stack's pid files are")
         p.add_argument("--bootstrap-servers", default=None)
         p.add_argument("--connect-url", default=None)
@@ -219,8 +218,6 @@ class BenchConfig:
             raise ConfigError(
                 f"--rates {a.rates!r} must be comma-separated integers like 5000,10000"
             ) from exc
-        if not re.fullmatch(r"[a-z0-9-]{0,32}", a.tag):
-            raise ConfigError(f"--tag {a.tag!r} must be up to 32 of [a-z0-9-]: it goes into a file name")
         if any(r < 100 for r in rates) or (a.rows is not None and a.rows < 1):
             raise ConfigError("--rates must each be >= 100 rows/s and --rows >= 1")
         endpoints = Endpoints.from_env().with_overrides(
@@ -239,30 +236,10 @@ class BenchConfig:
             synchronous_commit=a.synchronous_commit,
             snapshot_timeout_s=a.snapshot_timeout,
             baseline_snapshot_timeout_s=a.baseline_snapshot_timeout,
-            tag=a.tag,
             snapshot_count=a.snapshot_count,
-            out_dir=a.out_dir or defaults.out_dir,
+            out_dir=a.out or defaults.out_dir,
             stack_dir=a.stack_dir or defaults.stack_dir,
         )
-
-
-# ---- pure core ----------------------------------------------------------------------------------
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (q in 0..100) of an ascending sequence."""
-    if not sorted_values:
-        return float("nan")
-    pos = (len(sorted_values) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def summarize_ms(values: Sequence[float]) -> dict[str, float]:
-    s = sorted(values)
-    if not s:
-        return {"count": 0}
-    out = {f"p{q:g}": round(percentile(s, q), 2) for q in (50, 90, 95, 99, 99.9)}
-    return {"count": len(s), **out, "max": round(s[-1], 2), "mean": round(sum(s) / len(s), 2)}
 
 
 def tick_plan(rate: int, tick_ms: int) -> tuple[int, float]:
@@ -326,209 +303,6 @@ def variant_spec(
 
 def redacted(config: Mapping[str, str]) -> dict[str, str]:
     return {k: ("***" if "password" in k else v) for k, v in sorted(config.items())}
-
-
-TASK_THREAD = "task_thread(poll+convert+send)"
-
-
-def group_thread(comm: str) -> str:
-    """Connect JVM thread name (first 15 characters) -> what it spends CPU on.
-
-    Our connectors are named bench-..., so their task thread is `task-thread-ben`; other engineers'
-    task threads are kept apart. Producer and Debezium thread names are too long to tell apart.
-    """
-    if comm.startswith("task-thread-"):
-        return TASK_THREAD if comm.startswith("task-thread-ben") else "other_connectors_tasks"
-    for prefix, group in (
-        ("kafka-producer", "producer_io"),
-        ("debezium", "debezium_threads"),
-        # Debezium 3.6 reads snapshot chunks on an unnamed executor (seen in a thread dump).
-        ("pool-", "snapshot_pool"),
-        ("GC Thread", "gc"),
-        ("G1 ", "gc"),
-        ("C1 Compiler", "jit"),
-        ("C2 Compiler", "jit"),
-    ):
-        if comm.startswith(prefix):
-            return group
-    return "other"
-
-
-def capacity_estimate(cpu_us_per_row: Mapping[str, float], cores: int) -> dict[str, float | None]:
-    """Rows/s this pipeline could reach on `cores` idle cores, from its measured CPU cost per row.
-
-    Two ceilings: Connect runs the connector's single task thread (poll, JSON conversion, send)
-    serially, and all pipeline processes together cannot use more than `cores`. Kafka and Postgres
-    CPU includes other users' traffic, so the second ceiling is pessimistic.
-    """
-    task = cpu_us_per_row.get("connect." + TASK_THREAD, 0.0)
-    pipeline = sum(
-        v for k, v in cpu_us_per_row.items() if k.startswith("connect.") or k in ("kafka", "postgres")
-    ) - cpu_us_per_row.get("connect.other_connectors_tasks", 0.0)
-    single = 1e6 / task if task > 0 else None
-    all_cores = cores * 1e6 / pipeline if pipeline > 0 else None
-    known = [x for x in (single, all_cores) if x is not None]
-    return {
-        "task_thread_ceiling_rows_per_s": round(single) if single else None,
-        "all_cores_ceiling_rows_per_s": round(all_cores) if all_cores else None,
-        "estimate_rows_per_s": round(min(known)) if known else None,
-    }
-
-
-# ---- host measurements (read-only /proc) -----------------------------------------------------------
-_CLK = os.sysconf("SC_CLK_TCK")
-MACHINE_BUSY = "machine_busy_all_processes"
-HOST_STEAL = "host_steal"
-_MACHINE = (MACHINE_BUSY, HOST_STEAL)
-
-
-def _stat_fields(path: str) -> list[str]:
-    with open(path, encoding="ascii", errors="replace") as f:
-        return f.read().rsplit(")", 1)[1].split()
-
-
-def _cpu_s(fields_after_comm: list[str], children: bool = False) -> float:
-    ticks = int(fields_after_comm[11]) + int(fields_after_comm[12])
-    if children:
-        ticks += int(fields_after_comm[13]) + int(fields_after_comm[14])
-    return ticks / _CLK
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StackPids:
-    connect: int | None
-    kafka: int | None
-    postgres: int | None
-
-    @classmethod
-    def discover(cls, stack_dir: Path) -> StackPids:
-        return cls(
-            connect=_pid(stack_dir, "connect", "toolkit.service=connect"),
-            kafka=_pid(stack_dir, "kafka", "toolkit.service=kafka"),
-            postgres=_pid(stack_dir, "postgres", "postgres"),
-        )
-
-
-def _pid(stack_dir: Path, service: str, marker: str) -> int | None:
-    with suppress(OSError, ValueError, IndexError):
-        pid = int((stack_dir / "pids" / f"{service}.pid").read_text().split()[0])
-        if marker in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode():
-            return pid
-    return None
-
-
-def cpu_sample(pids: StackPids) -> dict[str, float]:
-    """Cumulative CPU seconds per process and per Connect thread (`connect.<group>@<tid>`)."""
-    out: dict[str, float] = {}
-    if pids.connect:
-        with suppress(OSError):
-            for tid in os.listdir(f"/proc/{pids.connect}/task"):
-                with suppress(OSError):
-                    comm = Path(f"/proc/{pids.connect}/task/{tid}/comm").read_text().strip()
-                    # Per thread: threads of a deleted connector vanish between two samples, and
-                    # summing per group first would turn their lost CPU into negative deltas.
-                    key = f"connect.{group_thread(comm)}@{tid}"
-                    out[key] = out.get(key, 0.0) + _cpu_s(
-                        _stat_fields(f"/proc/{pids.connect}/task/{tid}/stat")
-                    )
-    if pids.kafka:
-        with suppress(OSError):
-            out["kafka"] = _cpu_s(_stat_fields(f"/proc/{pids.kafka}/stat"))
-    if pids.postgres:
-        # Backends and walsenders are children; exited ones are in the postmaster's cutime.
-        total = 0.0
-        with suppress(OSError):
-            total = _cpu_s(_stat_fields(f"/proc/{pids.postgres}/stat"), children=True)
-            for entry in os.listdir("/proc"):
-                if entry.isdigit():
-                    with suppress(OSError, IndexError):
-                        st = _stat_fields(f"/proc/{entry}/stat")
-                        if int(st[1]) == pids.postgres:
-                            total += _cpu_s(st)
-        out["postgres"] = total
-    t = os.times()
-    out["bench_python"] = t.user + t.system
-    with suppress(OSError, IndexError, ValueError), open("/proc/stat", encoding="ascii") as f:
-        cpu = [int(x) for x in f.readline().split()[1:]]
-        # user nice system idle iowait irq softirq steal: everything but idle and iowait is busy.
-        out[MACHINE_BUSY] = (sum(cpu[:8]) - cpu[3] - cpu[4]) / _CLK
-        out[HOST_STEAL] = cpu[7] / _CLK
-    return out
-
-
-def _thread_id(key: str) -> str:
-    """`connect.<group>@<tid>` -> `connect@<tid>`; a process's key is its own."""
-    return f"connect@{key.rsplit('@', 1)[1]}" if "@" in key else key
-
-
-@dataclass
-class Phase:
-    """Wall time, CPU per process and load average around one measured phase."""
-
-    pids: StackPids
-    wall_s: float = 0.0
-    cpu: dict[str, float] = field(default_factory=dict)
-    load_before: tuple[float, ...] = ()
-    load_after: tuple[float, ...] = ()
-
-    @contextmanager
-    def measure(self) -> Iterator[Phase]:
-        self.load_before = tuple(round(x, 2) for x in os.getloadavg())
-        before, t0 = cpu_sample(self.pids), time.monotonic()
-        # Threads that end within the phase (Debezium's snapshot readers) are gone from the last
-        # sample: every half second the latest of each thread is kept.
-        latest: dict[str, tuple[str, float]] = {}
-        done = threading.Event()
-
-        def take() -> None:
-            for key, seconds in cpu_sample(self.pids).items():
-                latest[_thread_id(key)] = (key.split("@", 1)[0], seconds)
-
-        def keep() -> None:
-            while not done.wait(0.5):
-                take()
-
-        sampler = threading.Thread(target=keep, name="phase-cpu", daemon=True)
-        sampler.start()
-        try:
-            yield self
-        finally:
-            self.wall_s = time.monotonic() - t0
-            done.set()
-            sampler.join()
-            take()
-            # A thread keeps its id but may change its name, hence its group (Connect's pooled
-            # threads are renamed per task): its CPU before the phase is found by id, and the
-            # phase's share goes to the group it was last seen in.
-            earlier = {_thread_id(key): seconds for key, seconds in before.items()}
-            grouped: dict[str, float] = {}
-            for ident, (group, seconds) in latest.items():
-                grouped[group] = grouped.get(group, 0.0) + seconds - earlier.get(ident, 0.0)
-            self.cpu = {k: round(v, 2) for k, v in sorted(grouped.items())}
-            self.load_after = tuple(round(x, 2) for x in os.getloadavg())
-
-    def as_json(self, rows: int) -> dict[str, Any]:
-        wall = max(self.wall_s, 1e-9)
-        ours = sum(v for k, v in self.cpu.items() if k not in _MACHINE)
-        busy = self.cpu.get(MACHINE_BUSY, float("nan"))
-        per_row = {k: round(1e6 * v / max(rows, 1), 1) for k, v in self.cpu.items() if k not in _MACHINE}
-        return {
-            "wall_s": round(self.wall_s, 2),
-            "cpu_s": self.cpu,
-            "cpu_pct_of_one_core": {k: round(100 * v / wall, 1) for k, v in self.cpu.items()},
-            "cpu_us_per_row": per_row,
-            "capacity_if_idle": capacity_estimate(per_row, os.cpu_count() or 1),
-            "machine_busy_cores": round(busy / wall, 2),
-            "pipeline_and_bench_cores": round(ours / wall, 2),
-            # What everyone else used meanwhile (Spark, tests). Approximate: per-thread CPU comes from
-            # the scheduler clock, which keeps running while the host steals the vCPU, /proc/stat
-            # from ticks, which do not; so the difference is clipped at 0.
-            "other_processes_cores_approx": max(0.0, round((busy - ours) / wall, 2)),
-            "host_steal_cores": round(self.cpu.get(HOST_STEAL, 0.0) / wall, 2),
-            "idle_cores": max(0.0, round((os.cpu_count() or 1) - busy / wall, 2)),
-            "loadavg_before": self.load_before,
-            "loadavg_after": self.load_after,
-        }
 
 
 # ---- Kafka / Postgres / Connect shell ---------------------------------------------------------------
@@ -1050,71 +824,6 @@ def measure_latencies(
         cleanup.connectors()
 
 
-PAGE = 4096
-TOUCH_PROBE_BYTES = 256 << 20
-
-
-def first_touch_us_per_page(size: int = TOUCH_PROBE_BYTES) -> float:
-    """Microseconds to fault in one fresh 4 KiB page of anonymous memory now: `size` bytes allocated
-    and written a byte per page. On our machines (a nested VM whose host takes freed guest memory
-    back) it ranged from ~2 us to ~9 us within a session: memory the guest has not touched since boot
-    or gave back costs the host's fault too. A backfill faults in millions of pages (the driver's JVM
-    heap alone ~1.1M in a 2M-change run), so the same code's rows/s follows this; it is recorded
-    beside each measurement, not corrected for."""
-    with mmap.mmap(-1, size) as memory:  # anonymous: mapped, no page touched yet
-        began = time.perf_counter()
-        memory[::PAGE] = b"\x01" * (size // PAGE)  # one write per page, in C
-        seconds = time.perf_counter() - began
-    return round(seconds * 1e6 / (size // PAGE), 2)
-
-
-def cpu_probe_ms(steps: int = 2_000_000, tries: int = 5) -> float:
-    """Milliseconds of a fixed pure-Python loop of `steps` steps, the best of `tries`: how fast a core
-    of this host runs its own cache-resident code now (memory's speed it does not see). The host's speed
-    drifts between hours (a neighbour of the VM): Connect's CPU per snapshot row, code unchanged, was
-    23.0 µs at one hour and 30.5 µs three hours later, and every measure of the run slower with it; it
-    is recorded beside the measurements, not corrected for."""
-    best = float("inf")
-    for _ in range(tries):
-        began = time.perf_counter()
-        total = 0
-        for i in range(steps):
-            total += i & 7
-        best = min(best, time.perf_counter() - began)
-    return round(best * 1000, 1)
-
-
-def environment(cfg: BenchConfig, pids: StackPids) -> dict[str, Any]:
-    env: dict[str, Any] = {
-        "cpus": os.cpu_count(),
-        "loadavg_start": tuple(round(x, 2) for x in os.getloadavg()),
-        "first_touch_us_per_page": first_touch_us_per_page(),
-        "cpu_probe_ms": cpu_probe_ms(),
-    }
-    with suppress(httpx.HTTPError, ValueError):
-        env["connect"] = httpx.get(cfg.endpoints.kafka_connect_url, timeout=5).json().get("version")
-        plugins = httpx.get(cfg.endpoints.kafka_connect_url + "/connector-plugins", timeout=5).json()
-        env["debezium"] = next((p["version"] for p in plugins if "postgresql" in p["class"]), None)
-        env["other_connectors_at_start"] = len(
-            httpx.get(cfg.endpoints.kafka_connect_url + "/connectors", timeout=5).json()
-        )
-    with suppress(psycopg.Error), psycopg.connect(cfg.endpoints.pg_dsn, connect_timeout=5) as conn:
-        env["postgres"] = {
-            s: str((conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(s))).fetchone() or ("?",))[0])
-            for s in ("server_version", "synchronous_commit", "wal_writer_delay", "fsync")
-        }
-    if pids.connect:
-        with suppress(OSError):
-            args = Path(f"/proc/{pids.connect}/cmdline").read_bytes().split(b"\0")
-            env["connect_jvm_heap"] = [a.decode() for a in args if a.startswith((b"-Xmx", b"-Xms"))]
-    env["cpu_accounting"] = {
-        "connect": pids.connect is not None,
-        "kafka": pids.kafka is not None,
-        "postgres": pids.postgres is not None,
-    }
-    return env
-
-
 _CONNECT_PRODUCER_BATCH_BYTES = 16_384  # Kafka producer default; Connect also pins max.in.flight=1
 
 
@@ -1256,7 +965,7 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
             },
             "topics": "pre-created: 1 partition, LogAppendTime, cleanup.policy=delete",
         },
-        "environment": environment(cfg, pids),
+        "environment": stack_environment(cfg.endpoints, pids),
         "variants": [],
     }
     snap_table = f"bench_cdc_snap_{run_id}"
@@ -1293,7 +1002,12 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
     return results
 
 
+def parse(argv: Sequence[str] | None = None) -> BenchConfig:
+    return BenchConfig.from_args(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    run_start = bench_results.Began()
     configure_cli_logging(logging.INFO, fmt="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per REST poll drowns the progress
     try:
@@ -1304,14 +1018,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM -> SystemExit in the main thread, so `finally` still cleans up.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     results = run(cfg)
-    cfg.out_dir.mkdir(parents=True, exist_ok=True)
-    # A quick or tagged run never overwrites the full default run's results.
-    stem = "-".join(p for p in ("cdc", "quick" if cfg.quick else "", cfg.tag) if p)
-    json_path, md_path = cfg.out_dir / f"{stem}.json", cfg.out_dir / f"{stem}.md"
-    json_path.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
-    md_path.write_text(render_markdown(results), encoding="utf-8")
+    written = bench_results.write(cfg.out_dir, results, render_markdown(results), began=run_start)
     print("\n".join(results["findings"]) or "no results")
-    print(f"wrote {json_path} and {md_path}")
+    print(f"wrote {written} and {written.with_suffix('.md')}")
     return 1 if results.get("error") else 0
 
 

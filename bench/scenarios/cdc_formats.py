@@ -1,7 +1,7 @@
 """Benchmark: the three CDC record formats side by side in one run, and the peer Delta job (issue 19).
 
-`python bench/cdc_formats.py [--quick]` with the stack env sourced; results in
-bench/results/cdc-formats.{json,md} (`--quick`: bench/results/quick/, small sizes, not numbers to quote).
+`python -m bench run cdc_formats [--size quick]` with the stack env sourced; results in
+bench/results/cdc_formats/latest.{json,md} (`--quick`: small sizes, not numbers to quote).
 Formats (`ConnectorSpec.format`): `json` (JsonConverter with inline schemas, the baseline of every
 ratio), `json-schemaless`, `avro` (Apicurio's AvroConverter, Confluent framing). Phases, in order:
 1. Snapshot: one products table of `--rows` rows (1,000,000) in Postgres; per format, one after the
@@ -10,29 +10,29 @@ ratio), `json-schemaless`, `avro` (Apicurio's AvroConverter, Confluent framing).
    writes a table; `cleanup.policy=delete`, LogAppendTime). Measured: rows/s from
    registration to the broker append time of the last record; bytes per record (key + value, a
    sample read back from the topic); the Connect process's utime+stime over the snapshot, per row
-   (/proc, plus the per-thread split of `cdc_bench.Phase`).
+   (/proc, plus the per-thread split of `bench.scenarios.cdc.Phase`).
 2. Updates: `--records` - `--rows` row updates (in 50k-row transactions) streamed by the three
    connectors at once, so each topic holds `--records` (2,000,000) change records: a snapshot read per
    row, then its updates. The connectors and slots are then dropped; the topics stay for phase 3.
-3. Spark (`local[2]`, `materializers.spark_session.build`: the same settings for ours and the peer):
+3. Spark (`local[2]`, `materializers.spark.session.build`: the same settings for ours and the peer):
    per format, decode rows/s per core (the Kafka read alone, the products materializer's decoder, the
    peer's decode; each into Spark's `noop` sink, in one driver), then the warehouse backfill of the
    whole topic; every driver a process of its own (`in_new_driver`), started by this one, which
    holds no JVM of its own (a stopped session's JVM lives on in its Python process: 1.6-1.8 GB
    resident beside the backfills, it slowed ours by 10-20 %, the peer not, bench/results/history.md):
    ours (the `products` materializer, warehouse view only, history + current tables, its default batch
-   sizes) and the peer (`bench/peer_delta_job.py`: newest change per key, MERGE, 8 batches), each
+   sizes) and the peer (`bench/peers/delta_job.py`: newest change per key, MERGE, 8 batches), each
    `--backfill-rounds` (3) times, alternating which goes first; each job's median run is reported
    (a job's rate moved by ~10 % between runs of the same code on this machine). Every table is
    checked for the same rows and sum of stock. Where the time
-   went: ours from the batches' timeline (`materializers.timeline`, written to the job's
+   went: ours from the batches' timeline (`materializers.runtime.timeline`, written to the job's
    timeline.jsonl), the peer from Spark's progress.
 4. Latency (run first, on a quiet stack: after the other phases, a 1M-row table updated a million
    times and GBs of compacted topics behind them, a steady batch took 1,063 ms where it takes ~340 on
    a quiet one, the machine's background work unaccounted for): per format, a
    `--latency-rows` products table captured by a connector at the spec's defaults, ONE driver
    (`materializers start products`, cache + search + warehouse, the job's default trigger) and
-   commit->view latency at each of `--rates` (2,000 and 5,000 rows/s; `materializers_bench.PacedUpdates`
+   commit->view latency at each of `--rates` (2,000 and 5,000 rows/s; `bench.scenarios.materializers.PacedUpdates`
    and `Prober`), the table's stamps reset between rates.
 Everything the run creates (tables, connectors, slots, publications, topics, registry subjects, Redis
 keys, the Spark work dir) is named with a run id and removed in `finally`, also on SIGTERM/Ctrl-C.
@@ -61,27 +61,32 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
-import peer_delta_job
 import psycopg
-from cdc_bench import (
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+from bench.harness import results as bench_results
+from bench.harness.percentiles import summarize_ms
+from bench.harness.probes import (
+    Phase,
+    StackPids,
+    cpu_probe_ms,
+    first_touch_us_per_page,
+    process_cpu_s,
+    stack_environment,
+)
+from bench.harness.stack import REPO, STACK_DIR
+from bench.harness.streaming import Run, run_available_now, run_to_end
+from bench.peers import delta_job as peer_delta_job
+from bench.scenarios.cdc import (
     BenchConfig,
     Cleanup,
     ConnectorWatch,
-    Phase,
-    StackPids,
-    _cpu_s,
     _delete_connector,
-    _stat_fields,
-    cpu_probe_ms,
     delete_topics,
-    environment,
-    first_touch_us_per_page,
     register,
-    summarize_ms,
 )
-from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
-from materializers_bench import (
+from bench.scenarios.materializers import (
     PacedUpdates,
     Prober,
     _caught_up,
@@ -92,31 +97,32 @@ from materializers_bench import (
     start_job,
     unlink_prefix,
 )
-from streaming_runs import Run, run_available_now, run_to_end
-
 from cdc.connect_client import ConnectClient
 from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec, RegistrySpec, TopicSpec
 from cdc.slots import drop_slot
 from kafkakit.clients import make_admin, make_consumer
 from kafkakit.settings import Endpoints
-from materializers import catalog, driver_memory, lag, spark_session, timeline
-from materializers.avro_events import WriterSchemas
+from materializers import catalog
 from materializers.config import VIEWS, RunConfig
-from materializers.job import Job, JobPlan
-from materializers.views.delta_warehouse import query as delta_query
+from materializers.decode.avro_events import WriterSchemas
+from materializers.ops import lag
+from materializers.runtime import timeline
+from materializers.runtime.job import Job, JobPlan
+from materializers.spark import memory as driver_memory
+from materializers.spark import session as spark_session
+from materializers.views.warehouse.delta import query as delta_query
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from materializers.spec import Materializer
+    from materializers.materializer import Materializer
 
 log = logging.getLogger("bench.cdc_formats")
 
-REPO = Path(__file__).resolve().parents[1]
 FORMATS = ("json", "json-schemaless", "avro")
 BASELINE = "json"
 TYPED = ("json", "avro")  # formats `cdc tail`/decode can type (schemaless records carry no types)
-SNAPSHOT_TARGET = 50_000  # rows/s, issue 19 (as bench/cdc_bench.py)
+SNAPSHOT_TARGET = 50_000  # rows/s, issue 19 (as bench/scenarios/cdc.py)
 BACKFILL_PER_CORE_TARGET = 50_000
 BACKFILL_VS_PEER_TARGET = 2.0
 P99_TARGET_MS, P99_TARGET_RATE = 1000.0, 2000
@@ -178,10 +184,8 @@ class Settings:
             help="backfills of each job, alternating which runs first; the median is kept (3; quick 1)",
         )
         p.add_argument("--snapshot-timeout", type=float, default=600.0, help="seconds per snapshot")
-        p.add_argument(
-            "--out-dir", type=Path, help="where cdc-formats.{json,md} go (bench/results; quick: .../quick)"
-        )
-        p.add_argument("--stack-dir", type=Path, default=REPO / ".stack", help="the stack's pid files")
+        p.add_argument("--out", type=Path, help="the results' folder (bench/results/cdc_formats)")
+        p.add_argument("--stack-dir", type=Path, default=STACK_DIR, help="the stack's pid files")
         a = p.parse_args(argv)
         formats = tuple(f.strip() for f in a.formats.split(",") if f.strip())
         if not formats or any(f not in FORMATS for f in formats):
@@ -206,7 +210,7 @@ class Settings:
             partitions=a.partitions,
             backfill_rounds=a.backfill_rounds or (1 if quick else 3),
             snapshot_timeout_s=a.snapshot_timeout,
-            out_dir=a.out_dir or REPO / "bench" / "results" / ("quick" if quick else ""),
+            out_dir=a.out or bench_results.RESULTS / "cdc_formats",
             stack_dir=a.stack_dir,
         )
 
@@ -250,7 +254,7 @@ def registry_for(fmt: str, endpoints: Endpoints) -> RegistrySpec | None:
 # ---- cleanup ----------------------------------------------------------------------------------------
 @dataclass
 class FormatsCleanup(Cleanup):
-    """cdc_bench's Cleanup (connectors, slots, their topics) plus what this bench creates besides."""
+    """the cdc scenario's Cleanup (connectors, slots, their topics) plus what this bench creates besides."""
 
     schemas: list[str] = field(default_factory=list)
     topic_prefixes: list[str] = field(default_factory=list)
@@ -374,10 +378,6 @@ def sample_bytes(bootstrap: str, topic: str, wanted: int) -> dict[str, Any]:
         "value": round(values / n, 1),
         "total": round((keys + values) / n, 1),
     }
-
-
-def process_cpu_s(pid: int | None) -> float:
-    return _cpu_s(_stat_fields(f"/proc/{pid}/stat")) if pid else float("nan")
 
 
 # ---- phase 1 + 2: snapshots, then updates ----------------------------------------------------------
@@ -719,9 +719,14 @@ def in_new_driver(where: Where, who: str, fmt: str, topic: str, round_: int) -> 
     }
     touch_us, probe_ms = first_touch_us_per_page(), cpu_probe_ms()
     # Arrow's allocator set as in `materializers start`'s process: `materializers` sets it on import,
-    # before pyarrow loads, where this script loads pyarrow first (materializers_bench).
+    # before pyarrow loads, where this script loads pyarrow first (bench.scenarios.materializers).
     env = {driver_memory.JEMALLOC_CONF: driver_memory.KEEP_FREED_PAGES, **os.environ}
-    subprocess.run([sys.executable, __file__, DRIVER_CHILD, json.dumps(child)], check=True, env=env)
+    subprocess.run(
+        [sys.executable, "-m", "bench.scenarios.cdc_formats", DRIVER_CHILD, json.dumps(child)],
+        check=True,
+        env=env,
+        cwd=REPO,
+    )
     result: dict[str, Any] = {
         **json.loads(out.read_text(encoding="utf-8")),
         "first_touch_us_per_page": touch_us,
@@ -1190,18 +1195,18 @@ def recommendation(results: Mapping[str, Any]) -> list[str]:
 def run(settings: Settings) -> dict[str, Any]:
     run_id, t0 = uuid.uuid4().hex[:6], time.monotonic()
     pids = StackPids.discover(settings.stack_dir)
-    cfg = BenchConfig(endpoints=settings.endpoints, stack_dir=settings.stack_dir)
     results: dict[str, Any] = {
         "run_id": run_id,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in _settings_json(settings).items()},
         "environment": {
-            **environment(cfg, pids),
+            **stack_environment(settings.endpoints, pids),
             "driver_jit": spark_session.driver_jit(backlog=settings.records),
         },
         "formats": {fmt: {} for fmt in settings.formats},
     }
     work = Path(tempfile.mkdtemp(prefix="bench-cdcfmt-"))
+    cfg = BenchConfig(endpoints=settings.endpoints, stack_dir=settings.stack_dir)
     admin = make_admin({"bootstrap.servers": settings.endpoints.kafka_bootstrap_servers})
     with ConnectClient(settings.endpoints.kafka_connect_url) as connect:
         cleanup = FormatsCleanup(cfg, connect, admin, registry_url=settings.endpoints.schema_registry_url)
@@ -1255,7 +1260,12 @@ def phases(ctx: Context, results: dict[str, Any]) -> None:
     spark_phase(ctx, topics, out)
 
 
+def parse(argv: Sequence[str] | None = None) -> Settings:
+    return Settings.from_args(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    run_start = bench_results.Began()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     for noisy in ("httpx", "py4j"):  # a line per REST poll / per Py4J callback drowns the progress
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -1266,12 +1276,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM -> SystemExit in the main thread: `finally` still removes what the run created.
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     results = run(settings)
-    settings.out_dir.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = settings.out_dir / "cdc-formats.json", settings.out_dir / "cdc-formats.md"
-    json_path.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
-    md_path.write_text(render_markdown(results), encoding="utf-8")
+    written = bench_results.write(settings.out_dir, results, render_markdown(results), began=run_start)
     print(render_markdown(results))
-    print(f"wrote {json_path} and {md_path}")
+    print(f"wrote {written} and {written.with_suffix('.md')}")
     return 1 if results.get("error") else 0
 
 

@@ -1,17 +1,17 @@
 """Benchmark: the same two workloads on the single-node stack and on the cluster topology, in one run.
 
-`python bench/cluster_scaling.py [--quick]` with both stacks running (`make up`, `make up-cluster`); it
+`python -m bench run cluster_scaling [--size quick]` with both stacks running (`make up`, `make up-cluster`); it
 reads their endpoints from `.stack/env` and `.stack-cluster/env` itself (`--single-env`,
-`--cluster-env`). Results: bench/results/cluster-scaling.{json,md} (`--quick`: bench/results/quick/,
-small sizes, a smoke run, not numbers to quote).
+`--cluster-env`). Results: bench/results/cluster_scaling/latest.{json,md} (`--quick`: small
+sizes, a smoke run, not numbers to quote).
 
 Measured per side, single first, then cluster, one workload after the other:
-1. Event store appends (bench/eventstore_bench.py's machinery): a store of `Plan.partitions` partitions
+1. Event store appends (bench/scenarios/eventstore.py's machinery): a store of `Plan.partitions` partitions
    created on the side's brokers with the brokers' default replication factor (RF 1 on one broker; RF 3
    with min.insync 2 on the cluster: the processor's transactions wait for acks=all from two replicas),
    one processor process, then per round one synchronous client (p50/p99 `execute` latency) and
    `Plan.clients` pipelined clients (commands/s). The shop's Order commands decide one event each.
-2. Materializer backfill of the products cache (bench/materializers_bench.py's machinery): `--records`
+2. Materializer backfill of the products cache (bench/scenarios/materializers.py's machinery): `--records`
    Debezium-shaped JSON records produced to a 2-partition topic (default RF again), then read from
    offset 0 by the products materializer keeping the Redis `cache` view; Spark `local[*]` on the single
    side, the cluster's standalone master (2 workers of 1 core, executors in the workers' venv) on the
@@ -46,11 +46,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-RESULTS = HERE / "results"
-QUICK = RESULTS / "quick"
-NAME = "cluster-scaling"
+from bench.harness import results as bench_results
+from bench.harness.stack import CLUSTER_ENV, REPO, STACK_DIR
+
 SIDES = ("single", "cluster")
 WORKLOADS = ("eventstore", "backfill")
 RESULT_PREFIX = "cluster-scaling-result: "
@@ -126,17 +124,16 @@ def delete_group(admin: Any, group: str, timeout_s: float = 30) -> None:
 
 def eventstore_side(quick: bool, env_file: Path) -> dict[str, Any]:
     """Per round: one synchronous client (latency), then the pipelined clients (throughput)."""
-    from eventstore_bench import (
+    from bench.harness.probes import cpu_seconds
+    from bench.scenarios.eventstore import (
         await_group,
         combined,
-        cpu_seconds,
         ours_worker,
         plan_for,
         processor_main,
         run_clients,
         summarize,
     )
-
     from eventstore import EventStore, StoreConfig
     from eventstore.topics import specs
     from kafkakit.clients import make_admin
@@ -221,13 +218,13 @@ def await_executors(spark: Any, wanted: int, timeout_s: float) -> float:
 
 def backfill_side(side: str, records: int) -> dict[str, Any]:
     """Produce `records` snapshot records, then backfill them into the cache view on this side's Spark."""
-    import materializers_bench as mb
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
+    from bench.scenarios import materializers as mb
     from kafkakit.clients import make_admin
-    from materializers import spark_session
     from materializers.config import DRIVER_ROWS, RunConfig
-    from materializers.job import JobPlan
+    from materializers.runtime.job import JobPlan
+    from materializers.spark import session as spark_session
     from shop.products import PRODUCTS
 
     # The cluster's master comes from its env file; executors run PYSPARK_PYTHON (the workers' venv),
@@ -264,7 +261,7 @@ def backfill_side(side: str, records: int) -> dict[str, Any]:
                     home=work / "cache",
                     redis_prefix=prefix,
                     views=("cache",),
-                    # materializers_bench's records / 8 per batch, but always above the driver's bound
+                    # the materializers scenario's records / 8 per batch, but always above the driver's bound
                     # (auto: DRIVER_ROWS on a cluster): a smaller batch is applied from the driver, and
                     # the executors' path is the one measured.
                     max_offsets_per_trigger=max(records // 8, (base.small_batch_rows or DRIVER_ROWS) + 1),
@@ -325,7 +322,7 @@ def child_env(side_env: Mapping[str, str], every_key: set[str]) -> dict[str, str
 def run_child(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
     """Run one child in its own process group, echo its output, return its result line."""
     proc = subprocess.Popen(
-        argv, env=env, stdout=subprocess.PIPE, text=True, bufsize=1, start_new_session=True
+        argv, env=env, cwd=REPO, stdout=subprocess.PIPE, text=True, bufsize=1, start_new_session=True
     )
 
     def stop() -> None:
@@ -404,16 +401,6 @@ def compare(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         row("backfill", "session start seconds", lambda r: r["session_seconds"])
         row("backfill", "produce seconds", lambda r: r["produce_seconds"])
     return rows
-
-
-def git_commit() -> str:
-    head = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
-    return head + ("+uncommitted" if dirty else "")
 
 
 def _txn_ms(side: dict[str, Any]) -> float:
@@ -527,6 +514,7 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 
 
 def parent_main(args: argparse.Namespace, sizes: Sizes) -> int:
+    run_start = bench_results.Began()
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # a running child is stopped and cleans up (run_child)
     envs = {"single": read_env(args.single_env), "cluster": read_env(args.cluster_env)}
     env_files = {"single": args.single_env, "cluster": args.cluster_env}
@@ -535,7 +523,6 @@ def parent_main(args: argparse.Namespace, sizes: Sizes) -> int:
             f"{args.cluster_env} names no SPARK_MASTER_URL: is it the cluster topology's env file?"
         )
     every_key = set(envs["single"]) | set(envs["cluster"])
-    out_dir: Path = args.out_dir or (QUICK if sizes.quick else RESULTS)
     loads_before = [round(x, 2) for x in os.getloadavg()]
     began = time.monotonic()
     results: dict[str, dict[str, Any]] = {}
@@ -543,14 +530,14 @@ def parent_main(args: argparse.Namespace, sizes: Sizes) -> int:
         results[workload] = {}
         for side in SIDES:
             print(f"=== {workload} on {side} ===", flush=True)
-            argv = [sys.executable, str(Path(__file__).resolve()), "--side", side, "--workload", workload,
+            argv = [sys.executable, "-m", "bench.scenarios.cluster_scaling", "--side", side, "--workload", workload,
                     "--env-file", str(env_files[side]), "--records", str(sizes.records)]  # fmt: skip
             if sizes.quick:
                 argv.append("--quick")
             results[workload][side] = run_child(argv, child_env(envs[side], every_key))
     report = {
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "git_commit": git_commit(),
+        "git_commit": bench_results.commit()["commit"],
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
@@ -571,15 +558,13 @@ def parent_main(args: argparse.Namespace, sizes: Sizes) -> int:
         "results": results,
     }
     report["comparison"] = compare(results)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{NAME}.json").write_text(json.dumps(report, indent=2) + "\n")
     text = render(report)
-    (out_dir / f"{NAME}.md").write_text(text)
+    bench_results.write(args.out, report, text, began=run_start)
     print(text)
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -591,24 +576,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--workload", action="append", choices=WORKLOADS, help="run just these (default: both)"
     )
     parser.add_argument(
-        "--single-env", type=Path, default=ROOT / ".stack" / "env", help="the single-node stack's env file"
+        "--single-env", type=Path, default=STACK_DIR / "env", help="the single-node stack's env file"
     )
     parser.add_argument(
         "--cluster-env",
         type=Path,
-        default=ROOT / ".stack-cluster" / "env",
+        default=CLUSTER_ENV,
         help="the cluster topology's env file",
     )
     parser.add_argument(
-        "--out-dir", type=Path, help="where cluster-scaling.{json,md} go (bench/results; quick: .../quick)"
+        "--out", type=Path, default=bench_results.RESULTS / "cluster_scaling", help="the results' folder"
     )
     parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)  # a child's: one side, one workload
     parser.add_argument("--env-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.side and (not args.workload or len(args.workload) != 1 or args.env_file is None):
+        parser.error("--side needs exactly one --workload and --env-file")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
     sizes = Sizes.of(args.quick, args.records)
     if args.side:
-        if not args.workload or len(args.workload) != 1 or args.env_file is None:
-            parser.error("--side needs exactly one --workload and --env-file")
         return child_main(args.side, args.workload[0], sizes, args.env_file)
     return parent_main(args, sizes)
 

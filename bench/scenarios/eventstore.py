@@ -2,7 +2,7 @@
 
 Not a test. Run against the running stack (`source .stack/env`):
 
-    python bench/eventstore_bench.py [--quick]
+    python -m bench run eventstore [--size quick]
 
 One run measures, interleaved round by round on the same machine (shared and noisy, so ratios within
 a round matter more than absolute numbers):
@@ -15,7 +15,7 @@ a round matter more than absolute numbers):
   to a topic with the same partition count: the physical limit of the broker for this payload;
 - eventsourcing 9.x (`eventsourcing.postgres`, psycopg 3) on the stack's Postgres: an Order aggregate
   with lines, one `save` per command, the same number of events and client processes.
-Writes bench/results/eventstore.json and bench/results/eventstore.md.
+Writes bench/results/eventstore/latest.{json,md}.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import json
 import multiprocessing as mp
 import os
 import platform
@@ -32,18 +31,17 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
-from uuid import UUID
 
-from eventsourcing.application import Application
-from eventsourcing.domain import Aggregate, event
+from bench.harness import results as bench_results
+from bench.harness.probes import cpu_seconds
+from bench.harness.stack import STACK_DIR
+from bench.peers.eventsourcing_orders import LINES_PER_ORDER, es_env, es_worker
+from bench.peers.raw_producer import raw_worker
 
-RESULTS = Path(__file__).resolve().parent / "results"
-LINES_PER_ORDER = 4  # one create + 4 lines = 5 events per order
 RAW_MIN = 20_000  # records the raw producer writes per scenario (steady state, not one round trip)
 
 
@@ -67,37 +65,6 @@ def plan_for(quick: bool) -> Plan:
         return Plan(3, 1, 20, 15, 8, 200, 500, 200, 50)
     # Three rounds: runs an hour apart differ by +-10% here, and the median of three damps one outlier.
     return Plan(3, 3, 80, 50, 8, 200, 500, 2_000, 500)
-
-
-# --- the peer: the same Order-with-lines aggregate in `eventsourcing` 9.x ------------------------------
-
-
-class Order(Aggregate):  # type: ignore[misc]
-    @event("Created")
-    def __init__(self, order_id: str, customer_id: str) -> None:
-        self.order_id = order_id
-        self.customer_id = customer_id
-        self.status = "draft"
-        self.lines: list[dict[str, Any]] = []
-
-    @event("LineAdded")
-    def add_line(self, sku: str, quantity: int, unit_price_cents: int) -> None:
-        if self.status != "draft" or any(line["sku"] == sku for line in self.lines):
-            raise ValueError(f"cannot add {sku}")
-        self.lines.append({"sku": sku, "quantity": quantity, "unit_price_cents": unit_price_cents})
-
-
-class OrderApp(Application):  # type: ignore[misc]
-    def create_order(self, order_id: str) -> UUID:
-        order = Order(order_id=order_id, customer_id="c")
-        self.save(order)
-        return order.id  # type: ignore[no-any-return]
-
-    def add_line(self, order_id: UUID, sku: str, quantity: int, unit_price_cents: int) -> None:
-        # Load (repository, cached), decide, save: one event and one transaction per command.
-        order = self.repository.get(order_id)
-        order.add_line(sku, quantity, unit_price_cents)
-        self.save(order)
 
 
 # --- workers (each runs in its own process) ---------------------------------------------------------
@@ -150,54 +117,6 @@ def ours_worker(config: Any, prefix: str, orders: int, window: int, barrier: Any
                 "cpu_s": time.process_time() - cpu,  # all the client's threads, librdkafka's included
             }
         )
-
-
-def raw_worker(
-    bootstrap: str, topic: str, records: list[Any], partitions: int, barrier: Any, out: Any
-) -> None:
-    from eventstore.topics import partition_for
-    from kafkakit.clients import make_producer
-
-    producer = make_producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
-    key, value, headers = records[0]
-    producer.produce(topic, key=key, value=value, headers=headers)  # producer id + metadata first
-    producer.flush(30)
-    barrier.wait(120)
-    started = time.time()
-    for key, value, headers in records:
-        while True:
-            try:
-                producer.produce(
-                    topic,
-                    key=key,
-                    value=value,
-                    headers=headers,
-                    partition=partition_for(key.decode(), partitions),
-                )
-                break
-            except BufferError:
-                producer.poll(0.05)
-    left = producer.flush(60)
-    assert left == 0, f"{left} records not delivered"
-    out.put({"start": started, "end": time.time(), "events": len(records), "lat": [], "phases": []})
-
-
-def es_worker(env: dict[str, str], prefix: str, orders: int, barrier: Any, out: Any) -> None:
-    # Imported by module name, so eventsourcing stores the topic "eventstore_bench:Order.Created".
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from eventstore_bench import OrderApp  # type: ignore[import-not-found]
-
-    app = OrderApp(env=env)
-    barrier.wait(120)
-    started = time.time()
-    events = 0
-    for n in range(orders):
-        order = app.create_order(f"{prefix}-{n}")
-        events += 1
-        for i in range(LINES_PER_ORDER):
-            app.add_line(order, f"sku{i}", 1 + i, 100 * i)
-            events += 1
-    out.put({"start": started, "end": time.time(), "events": events, "lat": [], "phases": []})
 
 
 def pipelined(client: Any, commands: list[Any], window: int) -> None:
@@ -339,47 +258,13 @@ def sample_records(config: Any, events: int) -> list[tuple[bytes, bytes, Any]]:
     return records[:events]
 
 
-def es_env(pg_dsn: str, schema: str) -> dict[str, str]:
-    url = urlparse(pg_dsn)
-    return {
-        "PERSISTENCE_MODULE": "eventsourcing.postgres",
-        "POSTGRES_DBNAME": url.path.lstrip("/") or "postgres",
-        "POSTGRES_HOST": url.hostname or "127.0.0.1",
-        "POSTGRES_PORT": str(url.port or 5432),
-        "POSTGRES_USER": url.username or "postgres",
-        "POSTGRES_PASSWORD": url.password or "",
-        "POSTGRES_SCHEMA": schema,
-        "POSTGRES_POOL_SIZE": "2",
-        # Generous to the peer: each process owns its orders, so a cached aggregate is never stale and
-        # a command costs one INSERT transaction, like ours costs one Kafka transaction.
-        "AGGREGATE_CACHE_MAXSIZE": "10000",
-        "AGGREGATE_CACHE_FASTFORWARD": "n",
-    }
-
-
 # --- the run -----------------------------------------------------------------------------------------
-
-
-def cpu_seconds(pids: dict[str, list[int]]) -> dict[str, float]:
-    """User + system CPU seconds used so far by each named group of processes (Linux /proc)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    used: dict[str, float] = {}
-    for name, group in pids.items():
-        used[name] = 0.0
-        for pid in group:
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-            except OSError:
-                continue
-            used[name] += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-    return used
 
 
 def broker_pids() -> list[int]:
     """The local stack's broker (devstack's pid file); none for an external stack."""
-    pid_file = Path(__file__).resolve().parent.parent / ".stack" / "pids" / "kafka.pid"
     with contextlib.suppress(OSError, ValueError):
-        return [int(pid_file.read_text().split()[0])]
+        return [int((STACK_DIR / "pids" / "kafka.pid").read_text().split()[0])]
     return []
 
 
@@ -408,7 +293,7 @@ def summarize(samples: list[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -423,9 +308,15 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="command processor processes (one consumer group; at most the partition count)",
     )
-    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where eventstore.json/.md go")
-    args = parser.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    parser.add_argument(
+        "--out", type=Path, default=bench_results.RESULTS / "eventstore", help="the results' folder"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    run_start = bench_results.Began()
+    args = parse(argv)
     plan = plan_for(args.quick)
 
     import psycopg
@@ -542,7 +433,9 @@ def main(argv: list[str] | None = None) -> int:
         admin.delete_topics([raw_topic, *store_topics])
 
     report = build_report(plan, len(processors), samples, timings, time.monotonic() - started, args.label)
-    write(report, args.out_dir)
+    text = render(report)
+    bench_results.write(args.out, report, text, began=run_start)
+    print(text)
     return 0
 
 
@@ -676,9 +569,7 @@ def analysis(report: dict[str, Any]) -> list[str]:
     ]
 
 
-def write(report: dict[str, Any], out_dir: Path = RESULTS) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "eventstore.json").write_text(json.dumps(report, indent=2) + "\n")
+def render(report: dict[str, Any]) -> str:
     r, q, p = report["results"], report["ratios"], report["processor"]
     lines = [
         f"# Event store benchmark ({report['when']}{', ' + report['label'] if report['label'] else ''})",
@@ -710,9 +601,7 @@ def write(report: dict[str, Any], out_dir: Path = RESULTS) -> None:
         ),
     ]
     lines += ["", *analysis(report)]
-    text = "\n".join(lines) + "\n"
-    (out_dir / "eventstore.md").write_text(text)
-    print(text)
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

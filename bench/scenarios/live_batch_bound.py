@@ -11,16 +11,15 @@ still. This bench runs the same stream against both bounds in one run: 10,000 (t
 Per bound, one after the other: a `--rows` products table in Postgres captured by a latency-tuned
 Debezium connector (Avro, the cdc package's default format), ONE driver (`materializers start
 products`, cache + search + warehouse, trigger `--trigger`) started from the snapshot, then
-`--warmup` s of `--rate` row updates per second and `--seconds` s measured (bench/cdc_formats.py's
-latency phase: `materializers_bench.PacedUpdates` and `Prober`). Reported: commit->view p50/p99 per
+`--warmup` s of `--rate` row updates per second and `--seconds` s measured (bench/scenarios/cdc_formats.py's
+latency phase: `bench.scenarios.materializers.PacedUpdates` and `Prober`). Reported: commit->view p50/p99 per
 view, rows not seen at the end, and each batch's size and time from the driver's timeline.
-Results: bench/results/live-batch-bound.json + .md. Needs `make up`; ~7 minutes.
+Results: bench/results/live_batch_bound/latest.{json,md}. Needs `make up`; ~7 minutes.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shutil
@@ -32,15 +31,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import cdc_formats
-from cdc_bench import BenchConfig, StackPids
-
+from bench.harness import results as bench_results
+from bench.harness.probes import StackPids
+from bench.scenarios import cdc_formats
+from bench.scenarios.cdc import BenchConfig
 from cdc.connect_client import ConnectClient
 from kafkakit.clients import make_admin
-from materializers import catalog, timeline
+from materializers import catalog
 from materializers.config import DRIVER_ROWS, ENV_SMALL_BATCH_ROWS
+from materializers.runtime import timeline
 
-OUT = Path(__file__).parent / "results" / "live-batch-bound.json"
+OUT = bench_results.RESULTS / "live_batch_bound"
 BEFORE = 10_000
 VIEWS = ("cache", "search", "warehouse")
 
@@ -105,8 +106,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         try:
             for bound in (BEFORE, DRIVER_ROWS):
                 ctx = cdc_formats.Context(
-                    settings, f"{run_id}{len(results['bounds'])}", work, connect, pids, cleanup,
-                    catalog.lookup("products"),
+                    settings, f"{run_id}{len(results['bounds'])}", work, catalog.lookup("products"),
+                    connect, pids, cleanup,
                 )  # fmt: skip
                 logging.info("small-batch bound %d", bound)
                 results["bounds"].append(one_bound(ctx, bound))
@@ -126,7 +127,7 @@ def render(results: Mapping[str, Any]) -> str:
         f"{s['rate']:,} row updates/s ({s['warmup']:g} s warm-up, then {s['seconds']:g} s measured), "
         f"ONE driver keeping cache + search + warehouse, trigger {s['trigger']}, `local[2]` on "
         f"{results['cpus']} cores shared with the stack; load {results['load_at_start'][0]:.2f} -> "
-        f"{results['load_at_end'][0]:.2f}. `bench/live_batch_bound.py`.",
+        f"{results['load_at_end'][0]:.2f}. `bench/scenarios/live_batch_bound.py`.",
         "",
         "| small-batch bound | view | p50 ms | p99 ms | rows unseen at the end | live batches | on the executors' path "
         "| largest live batch (records) | median live batch |",
@@ -154,7 +155,7 @@ def render(results: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     for noisy in ("httpx", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -164,11 +165,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds of load before measuring (30)")
     parser.add_argument("--seconds", type=float, default=60.0, help="seconds measured (60)")
     parser.add_argument("--trigger", default="500ms", help="the driver's trigger (500ms)")
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
+    parser.add_argument("--out", type=Path, default=OUT, help="the results' folder")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    run_start = bench_results.Began()
+    args = parse(argv)
     results = run(args)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    args.out.with_suffix(".md").write_text(render(results))
+    bench_results.write(args.out, results, render(results), began=run_start)
     print(render(results))
     return 0
 

@@ -1,6 +1,6 @@
 """Benchmark: materializer backfill into each view, and commit→view latency at a steady row rate.
 
-Side by side in one run (results in bench/results/materializers.json + .md):
+Side by side in one run (results in bench/results/materializers/latest.{json,md}):
 1. Backfill: `--records` (default 2,000,000) Debezium-shaped product rows (JsonConverter envelope WITH
    its schema, as Debezium writes them; produced by this script so the run does not wait 3 minutes
    for a snapshot) on a 2-partition topic, read from offset 0 by the products materializer with ONE
@@ -46,23 +46,26 @@ from typing import Any
 import psycopg
 import pyarrow as pa
 import redis
-from cdc_bench import summarize_ms
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
-from streaming_runs import run_available_now
 
+from bench.harness import results as bench_results
+from bench.harness.percentiles import summarize_ms
+from bench.harness.streaming import run_available_now
 from cdc.connect_client import ConnectClient
 from cdc.connector_spec import ConnectorSpec, DatabaseSpec, HeartbeatSpec, RegistrySpec
 from cdc.preflight import run_preflight
 from cdc.slots import drop_slot
 from kafkakit.clients import make_admin, make_consumer, make_producer
-from materializers import checkpoint, lag, spark_session
 from materializers.config import VIEWS, RunConfig, parse_views
-from materializers.job import Job, JobPlan
-from materializers.views.delta_warehouse import query
+from materializers.ops import lag
+from materializers.runtime import checkpoint
+from materializers.runtime.job import Job, JobPlan
+from materializers.spark import session as spark_session
 from materializers.views.redis_cache import APPLY_LUA, RedisCache
+from materializers.views.warehouse.delta import query
 from shop.products import PRODUCTS, TABLE_DDL
 
-OUT = Path(__file__).parent / "results" / "materializers.json"
+OUT = bench_results.RESULTS / "materializers"
 # The cache alone, the search index alone, then all three views at once as a 2-core machine would host
 # them: a driver per view, the warehouse on a longer trigger (Delta costs seconds per commit whatever
 # the batch's size, so a short trigger only spends the cores the other views need).
@@ -844,7 +847,7 @@ def render_markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -892,17 +895,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=True,
         help="Debezium JSON with inline schemas (the cdc package's default) or without (~8x smaller)",
     )
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--out", type=Path, default=OUT, help="the results' folder")
     args = parser.parse_args(argv)
-    base = RunConfig.from_env()
-    layouts = [
+    args.layouts = [
         tuple(Driver.parse(group) for group in drivers.split("/"))
         for drivers in args.drivers or DEFAULT_LAYOUTS
     ]
-    for layout in layouts:
+    for layout in args.layouts:
         named = [v for driver in layout for v in driver.views]
         if len(named) != len(set(named)):
             parser.error(f"--drivers {'/'.join(map(str, layout))!r} names a view twice")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    run_start = bench_results.Began()
+    args = parse(argv)
+    base, layouts = RunConfig.from_env(), args.layouts
     tag = uuid.uuid4().hex[:6]
     work = Path(tempfile.mkdtemp(prefix="bench-mat-"))
     results: dict[str, Any] = {
@@ -913,8 +922,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "python": platform.python_version(),
         },
     }
-    if args.out.exists():  # a phase left out keeps its earlier results
-        earlier = json.loads(args.out.read_text())
+    if args.skip:  # a phase left out keeps its earlier results
+        earlier = bench_results.previous(args.out)
         results.update({k: earlier[k] for k in ("backfill", "latency") if k in args.skip and k in earlier})
         if isinstance(results.get("latency"), dict):  # written before runs per layout
             results["latency"] = [results["latency"]]
@@ -923,7 +932,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results["backfill"] = run_backfill(
                 base, args.records, args.backfill_views, work, tag, args.baselines, args.json_schemas
             )
-            save(args.out, results)  # a later phase failing keeps this one
+            save(args.out, results, run_start)  # a later phase failing keeps this one
         if "latency" not in args.skip:
             results["latency"] = [
                 run_latency(
@@ -943,16 +952,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     results["machine"]["load_1m_at_end"] = round(os.getloadavg()[0], 2)
-    save(args.out, results)
+    save(args.out, results, run_start)
     print(render_markdown(results))
     return 0
 
 
-def save(out: Path, results: dict[str, Any]) -> None:
+def save(out: Path, results: dict[str, Any], began: bench_results.Began) -> None:
     results["verdicts"] = verdicts(results)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    out.with_suffix(".md").write_text(render_markdown(results))
+    bench_results.write(out, results, render_markdown(results), began=began)
 
 
 if __name__ == "__main__":

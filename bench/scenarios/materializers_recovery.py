@@ -6,7 +6,7 @@ search, warehouse). After `--warmup` seconds the driver is killed with SIGKILL (
 started again at once, from its checkpoint. Measured per round, from the kill:
 - `recovery_s`: until the cache shows a row committed AFTER the kill (only the new driver wrote it);
 - `caught_up_s`: until the checkpoint has committed every record written before the restart;
-- the restart's phases from the driver's timeline (`materializers.timeline`): process start, Spark
+- the restart's phases from the driver's timeline (`materializers.runtime.timeline`): process start, Spark
   session, query started, first batch committed, and the first batch's steps.
 Variants, interleaved round by round on the same table and load:
 - `defaults`: what a user gets (the JVM class archive, small batches applied from the driver, the
@@ -16,7 +16,7 @@ Variants, interleaved round by round on the same table and load:
 - with `--with live_jit`: the defaults but the `live` profile (C2 too), the shorter warm batches
   it buys against the restart it costs.
 Targets (issue 18, 2 cores, stack running): recovery <= 15 s, caught up <= 20 s.
-Results: bench/results/materializers-recovery.json + .md. Needs a running stack (`make up`).
+Results: bench/results/materializers_recovery/latest.{json,md}. Needs a running stack (`make up`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from materializers_bench import (
+
+from bench.harness import results as bench_results
+from bench.scenarios.materializers import (
     PacedUpdates,
     Prober,
     _wait_until,
@@ -48,17 +50,17 @@ from materializers_bench import (
     captured_table,
     unlink_prefix,
 )
-
 from cdc.connect_client import ConnectClient
 from cdc.connector_spec import DEFAULT_FORMAT
 from cdc.preflight import run_preflight
 from cdc.slots import drop_slot
-from materializers import checkpoint, lag, timeline
 from materializers.config import RunConfig
-from materializers.job import JobPlan
+from materializers.ops import lag
+from materializers.runtime import checkpoint, timeline
+from materializers.runtime.job import JobPlan
 from shop.products import PRODUCTS
 
-OUT = Path(__file__).parent / "results" / "materializers-recovery.json"
+OUT = bench_results.RESULTS / "materializers_recovery"
 RECOVERY_TARGET_S, CAUGHT_UP_TARGET_S = 15.0, 20.0
 
 
@@ -152,6 +154,7 @@ def one_round(plan: JobPlan, variant: Variant, prober: Prober, warmup: float, wo
 def run(
     base: RunConfig, rows: int, rate: int, rounds: int, warmup: float, work: Path, variants: Sequence[Variant]
 ) -> dict[str, Any]:
+
     tag = uuid.uuid4().hex[:6]
     schema = f"bench_rec_{tag}"
     table, spec = captured_table(base, schema, rows, DEFAULT_FORMAT)  # the demo's record format
@@ -211,7 +214,7 @@ def medians(runs: list[dict[str, Any]]) -> dict[str, float | None]:
 
 
 def render_markdown(res: dict[str, Any]) -> str:
-    d, old = res["medians"]["defaults"], res["medians"]["old_defaults"]
+    d, old = res["medians"]["defaults"], res["medians"].get("old_defaults", {})
     lines = ["# Materializer recovery after kill -9", "", f"Measured {res['measured_at']} on {res['machine']}: "
              f"{res['rounds_per_variant']} interleaved rounds per variant, {res['rate']} rows/s of updates, "
              f"kill after {res['warmup_s']:g} s of load; medians.", "",
@@ -222,9 +225,9 @@ def render_markdown(res: dict[str, Any]) -> str:
             f"| {name} | {m['recovery_s']} | {m['caught_up_s']} | {m.get('phase.session_s')} "
             f"| {m.get('phase.query_s')} | {m.get('phase.batch_s')} | {m.get('steady_batch_ms')} |"
         )
-    lines += ["", f"old defaults / defaults: recovery {_ratio(old, d, 'recovery_s')}x, caught up "
-              f"{_ratio(old, d, 'caught_up_s')}x. "
-              f"Targets: recovery ≤ {RECOVERY_TARGET_S:g} s "
+    ratios = (f"old defaults / defaults: recovery {_ratio(old, d, 'recovery_s')}x, caught up "
+              f"{_ratio(old, d, 'caught_up_s')}x. ") if old else "The defaults alone (no comparison). "  # fmt: skip
+    lines += ["", ratios + f"Targets: recovery ≤ {RECOVERY_TARGET_S:g} s "
               f"({'met' if (d['recovery_s'] or 1e9) <= RECOVERY_TARGET_S else 'MISSED'}), caught up ≤ "
               f"{CAUGHT_UP_TARGET_S:g} s ({'met' if (d['caught_up_s'] or 1e9) <= CAUGHT_UP_TARGET_S else 'MISSED'}).", "",
               "First batch after the restart, median seconds per step (defaults): "
@@ -237,7 +240,7 @@ def _ratio(old: dict[str, Any], new: dict[str, Any], key: str) -> float | None:
     return round(old[key] / new[key], 2) if new.get(key) and old.get(key) else None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -255,13 +258,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=[v.name for v in EXPERIMENTS],
         help="also run this experimental variant",
     )
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        choices=[v.name for v in VARIANTS if v.name != "defaults"],
+        help="leave out this comparison variant (a quick run measures the defaults alone)",
+    )
+    parser.add_argument("--out", type=Path, default=OUT, help="the results' folder")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    run_start = bench_results.Began()
+    args = parse(argv)
     # A stopped bench still removes its connector, slot and schema (the `finally` in `run`).
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     base = RunConfig.from_env()
     with tempfile.TemporaryDirectory(prefix="bench-recovery-") as work:
-        variants = [*VARIANTS, *(v for v in EXPERIMENTS if v.name in args.extra)]
+        kept = [v for v in VARIANTS if v.name not in args.without]
+        variants = [*kept, *(v for v in EXPERIMENTS if v.name in args.extra)]
         res = run(base, args.table_rows, args.rate, args.rounds, args.warmup, Path(work), variants)
     res |= {
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -270,9 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "warmup_s": args.warmup,
         "rounds_per_variant": args.rounds,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(res, indent=2))
-    args.out.with_suffix(".md").write_text(render_markdown(res))
+    bench_results.write(args.out, res, render_markdown(res), began=run_start)
     print(render_markdown(res))
     return 0
 

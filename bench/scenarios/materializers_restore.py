@@ -4,7 +4,7 @@ Same data for both: `--records` Debezium-shaped product changes on a fresh 1-par
 job processes the first (records - tail) of them and is snapshotted; the `tail` arrives; then
 (a) restore the snapshot and catch up the tail, and (b) build the views from offset 0 in a fresh
 home. Both end states are compared (cache, search, Delta counts) before the times are written to
-`bench/results/materializers_restore.json`. Needs a running stack (`source .stack/env`).
+`bench/results/materializers_restore/latest.{json,md}`. Needs a running stack (`source .stack/env`).
 Timing on a shared 2-core machine is noisy: look at the ratio, and re-run before drawing conclusions.
 """
 
@@ -25,16 +25,18 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
-from streaming_runs import run_available_now
 
+from bench.harness import results as bench_results
+from bench.harness.streaming import run_available_now
 from kafkakit.clients import make_admin, make_producer
-from materializers import snapshots, spark_session
 from materializers.config import RunConfig
-from materializers.job import Job, JobPlan
-from materializers.views.delta_warehouse import query
+from materializers.ops import snapshots
+from materializers.runtime.job import Job, JobPlan
+from materializers.spark import session as spark_session
+from materializers.views.warehouse.delta import query
 from shop.products import PRODUCTS
 
-OUT = Path(__file__).parent / "results" / "materializers_restore.json"
+OUT = bench_results.RESULTS / "materializers_restore"
 
 
 def record(entity: int, lsn: int, rev: int) -> tuple[bytes, bytes]:
@@ -80,13 +82,31 @@ def fingerprint(plan: JobPlan) -> dict[str, Any]:
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def render(result: dict[str, Any]) -> str:
+    return "\n".join([
+        "# Restore from a snapshot + catch-up vs a rebuild from offset 0", "",
+        f"{result['records']} records ({result['tail_after_snapshot']} after the snapshot), "
+        f"{result['entities']} entities, the products views; seconds.", "",
+        "| initial build | snapshot | restore | catch-up | restore + catch-up | rebuild from 0 | views equal |",
+        "|---:|---:|---:|---:|---:|---:|---|",
+        f"| {result['initial_build_s']} | {result['snapshot_s']} | {result['restore_s']} | {result['catch_up_s']} "
+        f"| {result['restore_plus_catch_up_s']} | {result['rebuild_from_0_s']} | {result['views_equal']} |",
+        "",
+    ])  # fmt: skip
+
+
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--tail", type=int, default=1_000, help="records that arrive after the snapshot")
     parser.add_argument("--entities", type=int, default=5_000)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
+    parser.add_argument("--out", type=Path, default=OUT, help="the results' folder")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    run_start = bench_results.Began()
+    args = parse(argv)
     base = RunConfig.from_env()
     bootstrap = base.endpoints.kafka_bootstrap_servers
     topic = f"bench-mat-restore-{uuid.uuid4().hex[:8]}"
@@ -131,8 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             },
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        bench_results.write(args.out, result, render(result), began=run_start)
         print(json.dumps(result, indent=2))
         return 0 if same else 1
     finally:

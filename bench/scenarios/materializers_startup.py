@@ -1,5 +1,5 @@
 """Benchmark (not a test): how long a restarted materializer driver takes to be ready, with and without
-the JVM class archive (materializers.spark_session), and against the code of another commit
+the JVM class archive (materializers.spark.session), and against the code of another commit
 (`--baseline REF`), side by side and interleaved in one run.
 
 A driver killed with -9 serves no view until its replacement has a SparkSession and has run its first
@@ -14,7 +14,7 @@ decode (`from_avro`). Variants, in an order that rotates round by round:
 `--spark-conf-folder` runs every variant under a Spark conf folder with files in it (SPARK_CONF_DIR), as
 on a host with a Spark install (its conf/ ships templates), which Spark's launcher puts on the driver's
 class path. Needs a broker (KAFKA_BOOTSTRAP_SERVERS: `make up`). Writes
-bench/results/materializers-startup.{json,md} (-conf-folder.{json,md} with that flag).
+bench/results/materializers_startup/latest.{json,md} (`--out` another folder for a `--spark-conf-folder` run).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,12 +35,14 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.harness import results as bench_results
+from bench.harness.stack import REPO
+
 STEPS = ("session_s", "first_job_s", "kafka_s", "avro_s", "ready_s")
 PROBE = """
 import json, sys, time
 t0 = time.monotonic()
-from materializers import spark_session
+from materializers.spark import session as spark_session
 spark = spark_session.build("local[2]", "startup-bench")
 t1 = time.monotonic()
 spark.range(1000).selectExpr("id % 7 as k").groupBy("k").count().collect()
@@ -58,7 +60,7 @@ t4 = time.monotonic()
 print(json.dumps({"session_s": t1 - t0, "first_job_s": t2 - t1, "kafka_s": t3 - t2, "avro_s": t4 - t3}))
 spark.stop()
 """
-WARM = "from materializers import spark_session as s; print(s.warm_class_archive())"
+WARM = "from materializers.spark import session as s; print(s.warm_class_archive())"
 
 
 def run_python(code: str, tree: Path, env: dict[str, str], *args: str) -> list[str]:
@@ -149,13 +151,23 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--baseline", help="a git ref whose tree runs as the `baseline` variant (e.g. HEAD~1)")
-    p.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=bench_results.RESULTS / "materializers_startup",
+        help="the results' folder",
+    )
     p.add_argument("--spark-conf-folder", action="store_true", help="every variant under a Spark conf folder")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    run_start = bench_results.Began()
+    args = parse(argv)
     bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
     with (
         tempfile.TemporaryDirectory(prefix="bench-startup-") as work,
@@ -189,10 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
         "median": {k: summarize(v) for k, v in runs.items()},
     }
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    stem = "materializers-startup" + ("-conf-folder" if args.spark_conf_folder else "")
-    (args.out_dir / f"{stem}.json").write_text(json.dumps(result, indent=2))
-    (args.out_dir / f"{stem}.md").write_text(render(result))
+    bench_results.write(args.out, result, render(result), began=run_start)
     print(render(result))
     return 0
 

@@ -1,8 +1,8 @@
 """Benchmark (issue 21): a search backfill of real Debezium Avro changes into each search backend, side
 by side in one run, and commit->searchable latency.
 
-`python bench/search_backends.py` with the stack env sourced and OpenSearch up (`STACK_OPENSEARCH=1
-devstack up`); results in bench/results/search-backends.{json,md}. Phases, in order:
+`python -m bench run search_backends` with the stack env sourced and OpenSearch up (`STACK_OPENSEARCH=1
+devstack up`); results in bench/results/search_backends/latest.{json,md}. Phases, in order:
 1. Records (cdc_formats' phases 1-2, format `avro` only): a products table of `--rows` rows
    (1,000,000) in Postgres, snapshotted by a connector of the committed spec in the default record
    format, Avro (Apicurio's AvroConverter, Confluent framing, writer schemas in the registry), into a
@@ -19,7 +19,7 @@ devstack up`); results in bench/results/search-backends.{json,md}. Phases, in or
    - `hand_written_loop`: what a user writes without Spark: a confluent-kafka consumer, the Confluent
      framing stripped, the writer schema fetched by id from the registry's ccompat API (once per id),
      `fastavro.schemaless_reader`, `opensearch-py`'s `helpers.bulk` per consumed batch (up to 500)
-     at version = the change's position (LSN then a digit, as materializers/positions.py), into an
+     at version = the change's position (LSN then a digit, as materializers/decode/positions.py), into an
      index OpenSearch creates on the first write (its default settings and dynamic mapping).
    After each: its live documents (must equal the table's rows); rows/s; the load averages; the
    OpenSearch process's CPU seconds and the machine's busy cores during the writer (where the time
@@ -60,15 +60,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from cdc_bench import (
-    BenchConfig,
-    Phase,
-    StackPids,
-    _pid,
-    environment,
-    register,
-)
-from cdc_formats import (
+from confluent_kafka.admin import AdminClient
+
+from bench.harness import results as bench_results
+from bench.harness.probes import Phase, StackPids, pid_of, process_cpu_s, stack_environment
+from bench.harness.stack import STACK_DIR
+from bench.scenarios.cdc import BenchConfig, register
+from bench.scenarios.cdc_formats import (
     Context,
     FormatsCleanup,
     Settings,
@@ -77,13 +75,11 @@ from cdc_formats import (
     create_topic,
     measure_snapshot,
     one_rate,
-    process_cpu_s,
     reset_stamps,
     snapshot_spec,
     stream_updates,
 )
-from confluent_kafka.admin import AdminClient
-from materializers_bench import (
+from bench.scenarios.materializers import (
     Prober,
     _caught_up,
     _wait_until,
@@ -94,21 +90,19 @@ from materializers_bench import (
     prober,
     start_job,
 )
-
 from cdc.connect_client import ConnectClient
 from cdc.registry_client import ccompat_url
 from kafkakit.clients import make_admin
 from kafkakit.settings import Endpoints
-from materializers import catalog, spark_session
+from materializers import catalog
 from materializers.config import ENV_OPENSEARCH_URL, ENV_SEARCH_BACKEND, RunConfig
-from materializers.job import JobPlan
-from materializers.views.opensearch_bulk import CHUNK
-from materializers.views.opensearch_index import OpenSearchIndex
+from materializers.runtime.job import JobPlan
+from materializers.spark import session as spark_session
+from materializers.views.search.opensearch import OpenSearchIndex
+from materializers.views.search.opensearch_bulk import CHUNK
 
 log = logging.getLogger("bench.search_backends")
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "bench" / "results"
 SPARK_BACKENDS = ("tantivy", "opensearch")  # run in this order: the two OpenSearch writers back to back
 BACKENDS = (*SPARK_BACKENDS, "hand_written_loop")
 COLUMNS = ("name", "description", "price", "stock")
@@ -116,7 +110,7 @@ RATIO_TARGET, P99_TARGET_MS, P99_TARGET_RATE = 2.0, 2000.0, 2000
 
 
 # ---- configuration ----------------------------------------------------------------------------------
-def parse_args(argv: Sequence[str] | None) -> tuple[Settings, tuple[str, ...], Path]:
+def parse(argv: Sequence[str] | None = None) -> tuple[Settings, tuple[str, ...], Path]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=1_000_000, help="products table rows (1,000,000)")
     p.add_argument("--records", type=int, default=2_000_000, help="change records in the topic (2,000,000)")
@@ -127,8 +121,16 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Settings, tuple[str, ...], P
     p.add_argument("--latency-seconds", type=float, default=60.0, help="measured seconds per rate (60)")
     p.add_argument("--trigger", default="500ms", help="the latency driver's trigger (500ms)")
     p.add_argument("--snapshot-timeout", type=float, default=1800.0, help="seconds for the snapshot")
-    p.add_argument("--out", type=Path, default=RESULTS / "search-backends.json", help="the JSON (.md beside)")
-    p.add_argument("--stack-dir", type=Path, default=REPO / ".stack", help="the stack's pid files")
+    p.add_argument(
+        "--partitions",
+        type=int,
+        default=2,
+        help="partitions of the snapshot topic (2: the backfill reads it with two tasks)",
+    )
+    p.add_argument(
+        "--out", type=Path, default=bench_results.RESULTS / "search_backends", help="the results' folder"
+    )
+    p.add_argument("--stack-dir", type=Path, default=STACK_DIR, help="the stack's pid files")
     a = p.parse_args(argv)
     backends = tuple(b for b in BACKENDS if b in {x.strip() for x in a.backends.split(",")})
     if not backends or len(backends) != len({x for x in a.backends.split(",") if x.strip()}):
@@ -146,8 +148,10 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Settings, tuple[str, ...], P
         latency_seconds=a.latency_seconds,
         trigger=a.trigger,
         formats=("avro",),
+        partitions=a.partitions,
+        backfill_rounds=1,  # each backend's backfill runs once (cdc_formats alternates its two jobs)
         snapshot_timeout_s=a.snapshot_timeout,
-        out_dir=a.out.parent,
+        out_dir=a.out,
         stack_dir=a.stack_dir,
     )
     return settings, backends, a.out
@@ -201,7 +205,7 @@ def bench_context(settings: Settings) -> Iterator[Context]:
         )  # fmt: skip
         try:
             pids = StackPids.discover(settings.stack_dir)
-            yield Context(settings, run_id, work, connect, pids, cleanup, catalog.lookup("products"))
+            yield Context(settings, run_id, work, catalog.lookup("products"), connect, pids, cleanup)
         finally:
             cleanup.all()
             shutil.rmtree(work, ignore_errors=True)
@@ -214,11 +218,11 @@ def prefix(run_id: str) -> str:
 
 # ---- phase 1: the Avro topic ----------------------------------------------------------------------
 def avro_topic(ctx: Context, table: str) -> tuple[str, dict[str, Any]]:
-    """Snapshot `table` into a pre-created 2-partition topic, then stream updates up to `records`."""
+    """Snapshot `table` into a pre-created topic of `--partitions` (2), then stream updates up to `records`."""
     spec = snapshot_spec(ctx, "avro", table, "search")
     ctx.cleanup.specs.append(spec)
     topic = spec.topic_for(table)
-    create_topic(ctx.bootstrap, topic)
+    create_topic(ctx.bootstrap, topic, ctx.settings.partitions)
     log.info("snapshot of %d rows into %s", ctx.settings.rows, topic)
     snapshot = measure_snapshot(ctx, spec, topic)
     log.info("streaming %d updates", ctx.settings.records - ctx.settings.rows)
@@ -232,7 +236,7 @@ def avro_topic(ctx: Context, table: str) -> tuple[str, dict[str, Any]]:
 def measured(ctx: Context, write: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """`write()` and, around it, the load averages, the machine's busy cores and OpenSearch's CPU."""
     rows = ctx.settings.records
-    search_pid = _pid(ctx.settings.stack_dir, "opensearch", "toolkit.service=opensearch")
+    search_pid = pid_of(ctx.settings.stack_dir, "opensearch", "toolkit.service=opensearch")
     phase, cpu_before = Phase(ctx.pids), process_cpu_s(search_pid)
     with phase.measure():
         out = write()
@@ -468,14 +472,13 @@ def phases(ctx: Context, backends: Sequence[str], results: dict[str, Any]) -> No
 
 def run(settings: Settings, backends: tuple[str, ...]) -> dict[str, Any]:
     began = time.monotonic()
-    cfg = BenchConfig(endpoints=settings.endpoints, stack_dir=settings.stack_dir)
     results: dict[str, Any] = {
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "settings": {"rows": settings.rows, "records": settings.records, "backends": backends,
                      "rates": settings.rates, "latency_rows": settings.latency_rows, "trigger": settings.trigger,
                      "latency_warmup_s": settings.latency_warmup_s, "latency_seconds": settings.latency_seconds,
                      "master": RunConfig.from_env().master, "format": "avro"},
-        "environment": {**environment(cfg, StackPids.discover(settings.stack_dir)),
+        "environment": {**stack_environment(settings.endpoints, StackPids.discover(settings.stack_dir)),
                         "driver_jit": spark_session.driver_jit(backlog=settings.records)},
     }  # fmt: skip
     try:
@@ -640,16 +643,15 @@ def render_markdown(res: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    run_start = bench_results.Began()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     for noisy in ("httpx", "py4j", "opensearch"):  # a line per request drowns the progress
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    settings, backends, out = parse_args(argv)
+    settings, backends, out = parse(argv)
     # SIGTERM -> SystemExit in the main thread: `finally` still removes what the run created.
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     results = run(settings, backends)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
-    out.with_suffix(".md").write_text(render_markdown(results), encoding="utf-8")
+    bench_results.write(out, results, render_markdown(results), began=run_start)
     print(render_markdown(results))
     matched = all(results["targets"]["documents_match_rows"].values())
     return 1 if results.get("error") or not matched else 0
