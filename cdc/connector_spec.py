@@ -30,15 +30,15 @@ Record formats (`format`, the converters for keys and values; `DEFAULT_FORMAT` w
   `registry.url` (the URL *Connect* reaches, as `database` is Postgres seen from Connect). Debezium
   adjusts schema and field names to Avro's rules. Each record's schema id comes from the toolkit's
   resolver (`registry.resolver: toolkit`, `SCHEMA_RESOLVER_CLASS`; `apicurio` for a worker without
-  its jar). Issue 19's benchmark (bench/results/cdc-formats.md):
-  433 bytes per record against 5,226 for `json`, 3x its snapshot rate, better on 6 of 7 measures.
+  its jar). The smallest records and the fastest snapshot of the three (issue 19's benchmark: the
+  figures are in bench/results/history.md).
   A spec that names no `registry` gets the `registry_url` its loader is given (`from_file`,
   `from_mapping`): the `cdc` CLI passes its endpoint (--registry-url, else SCHEMA_REGISTRY_URL, else
   `kafkakit.settings.Endpoints`' default); this module never reads the environment. Without either,
   an Avro spec is refused, naming both and `format: json`.
 - `json`: JsonConverter with the Connect schema inline in every record; `cdc tail`/`decode` type values
-  by it; no registry. Largest (~5 KB for a products row).
-- `json-schemaless`: JsonConverter without schemas (6-8x smaller than `json`): the materializers type
+  by it; no registry. Largest: every record carries its schema.
+- `json-schemaless`: JsonConverter without schemas (several times smaller than `json`): the materializers type
   columns by their DDL; `cdc tail`/`decode` cannot type these records.
 The value modes are the same for all three, so `cdc` decodes Avro and JSON to the same Python values.
 
@@ -344,11 +344,11 @@ class ConnectorSpec:
             "poll.interval.ms": "50",
             "unavailable.value.placeholder": self.unavailable_value_placeholder,
             # Debezium's context headers (`__debezium.context.*`: the connector's logical name, task,
-            # plugin and run id, for its OpenLineage integration) on every record: 191 bytes where
-            # the bench's products row takes 431 in Avro, and the Kafka client parses them for
-            # every record a materializer reads even when Spark drops them: a 2M-change backfill
-            # read without them ran 1.4-3.3 s faster in 4 of 4 alternating pairs. Nothing in the
-            # toolkit reads them; `extra: {extended.headers.enabled: "true"}` brings them back.
+            # plugin and run id, for its OpenLineage integration) on every record: for a small
+            # row nearly half as many bytes again as its Avro key and value, and the Kafka client
+            # parses them for every record a materializer reads even when Spark drops them, so a
+            # backfill reads faster without them. Nothing in the toolkit reads them;
+            # `extra: {extended.headers.enabled: "true"}` brings them back.
             "extended.headers.enabled": "false",
             # Pin the format's converters instead of trusting the worker's defaults.
             **self._converters(),

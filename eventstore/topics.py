@@ -63,7 +63,8 @@ def murmur2(data: bytes) -> int:
 
 @lru_cache(maxsize=1 << 16)
 def partition_for(stream_id: str, partitions: int) -> int:
-    # Cached: murmur2 in Python was ~9% of the processor's time, and a stream's commands repeat its id.
+    # Cached: murmur2 in Python was a visible share of the processor's time, and a stream's commands
+    # repeat its id.
     return (murmur2(stream_id.encode()) & 0x7FFFFFFF) % partitions
 
 

@@ -35,9 +35,8 @@ DRIVER_ROWS = 50_000
 ENV_SMALL_BATCH_ROWS = "MATERIALIZERS_SMALL_BATCH_ROWS"
 # The driver batch bounds' default: sized per job (runtime/batch_size.py), never below DRIVER_ROWS. A live
 # driver whose batches passed a lower bound (10,000) took the executors' path, seconds slower per
-# batch on one machine, so its next batch was larger still: at 2k rows/s with three views its batches
-# grew to 25k records, p99 25.5 s, where 50,000 kept it on the driver's path and it caught up
-# (bench/results/live-batch-bound.md).
+# batch on a small machine, so its next batch was larger still and it fell further behind; at
+# 50,000 a live driver's batches stay on the driver's path and it catches up.
 AUTO = "auto"
 ENV_SEARCH_BACKEND = "MATERIALIZERS_SEARCH_BACKEND"
 SEARCH_BACKENDS = ("tantivy", "opensearch")
@@ -61,12 +60,11 @@ class RunConfig:
     endpoints: Endpoints = field(default_factory=Endpoints)
     home: Path = Path(".materializers")
     master: str = DEFAULT_MASTER
-    # A batch starts every quarter second, or at once when the last took longer: a steady batch of the
-    # three views at 2k rows/s takes ~0.25-0.35 s, so they run about back to back, and a change no
-    # longer waits up to half a second for the next one to start. Worst view p99 at 2k rows/s 0.59 /
-    # 0.63 / 0.81 / 0.82 s instead of 0.84 / 0.83 / 0.89 / 0.96 at 500 ms (four side-by-side pairs),
-    # for ~0.8 instead of ~0.4 of a core; 150 ms bought nothing more (bench/results/history.md,
-    # 2026-12-07).
+    # A batch starts every quarter second, or at once when the last took longer: a steady live batch
+    # of the three views takes about that long, so batches run about back to back and a change no
+    # longer waits up to a longer trigger's interval for the next one to start. The price is about
+    # twice the driver's CPU under load; a shorter trigger only adds idle offset requests
+    # (bench/results/history.md, "the job's default trigger").
     trigger: str = DEFAULT_TRIGGER
     optimize_every: int = 50
     failpoint: str = ""

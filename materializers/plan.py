@@ -115,7 +115,7 @@ class JobPlan:
     def warehouse_only(self) -> bool:
         """Whether the warehouse is the only view this run keeps: it writes a driver batch column-wise
         from Arrow (delta-rs), where the others turn it into Python values (the cache change by change,
-        its field maps repeating every value: a 383k-record batch ran the 1 GiB driver JVM out of heap;
+        its field maps repeating every value, so a batch sized for the warehouse does not fit its heap;
         OpenSearch's documents from the batch's columns as lists; the Tantivy index a dict per change)
         and a view of the spec's own may. The condition of driver_batch's byte-sized bound."""
         own = bool(self.spec.views) and (

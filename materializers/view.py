@@ -90,7 +90,7 @@ def event_date() -> Column:
     arithmetic (the warehouse's partition column). Spark's `to_date` reads the date in the session's
     zone, the driver host's by default: a driver elsewhere would file the same change under another
     date, and a re-run's history lookup reads the partitions of the batch's dates. Its zone conversion
-    was also 4 % of the executors' samples in a JFR profile of an Avro backfill's decode."""
+    was also a visible share of the executors' CPU in an Avro backfill's decode."""
     from pyspark.sql import functions as F
 
     day = MICROS_PER_DAY  # the micros less their remainder divide exactly: `div` is the floor too

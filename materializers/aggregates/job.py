@@ -12,8 +12,8 @@ Commit order of a micro-batch (what makes a re-run change nothing):
    updated rows (absolute values per window and group, not increments) are
    persisted, then MERGEd into the table keyed by (window_start, window_end, *group_by) under the
    Delta transaction (app id = the checkpoint's, job.json; version = the batch id): a batch of up to
-   `warehouse_driver_rows` rows from the driver with delta-rs (10,000 updated windows: 5.9 s with
-   Spark's MERGE, 1.0 s with delta-rs's; bench/results/aggregate-merge-engines.md), which writes the
+   `warehouse_driver_rows` rows from the driver with delta-rs (a fraction of Spark's MERGE's fixed
+   work per batch), which writes the
    `txn` action in its commit and skips a batch committed before; a larger one by Spark's MERGE with
    the session confs txnAppId / txnVersion, which Delta skips alike. Upserting absolute values is
    idempotent besides; then, with

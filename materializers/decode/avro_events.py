@@ -194,7 +194,7 @@ class EventDecoder:
     """`decode` for one materializer's `wanted` fields and `event_types`, as a `Transform`: its Spark
     expressions are built for the writer schemas known so far and reused while no new one appears
     (they name columns only, so they bind to every batch alike). Building them anew cost a live
-    batch most of its time: ~3,000 py4j round trips (bench/results/batch-overhead.md)."""
+    batch most of its time: thousands of py4j round trips."""
 
     wanted: Mapping[str, str]
     event_types: tuple[str, ...]
@@ -318,8 +318,9 @@ def _subject_schemas(url: str, topic: str, auth: HttpAuth) -> dict[int, str]:
     again took a request, a TLS context and a connection more per id at every job start."""
     base = url.rstrip("/")
     try:
-        # One client for all of them: a request of its own set up a TLS context and a connection
-        # (~65 ms each here, 13 on a kept connection), and the listing takes a page per 1,000 subjects.
+        # One client for all of them: a request of its own set up a TLS context and a connection,
+        # several times a request's cost on a kept connection, and the listing takes a page per
+        # 1,000 subjects.
         with httpx.Client(timeout=10.0, **httpx_options(auth)) as client:
             get = partial(_get, auth=auth, client=client)
             every = every_subject(lambda offset, limit: get(f"{base}/subjects?offset={offset}&limit={limit}"))

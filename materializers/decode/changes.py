@@ -182,8 +182,8 @@ def newest_of(
     """`latest_per_entity` over columns held in the driver as Arrow (pure): which row each entity's
     newest change and each data column's newest carried value come from, entities in ascending
     order. Ties keep the first row. Sorted once by (entity, position descending) in Arrow (`order`,
-    where the caller has it), then each group's first row: a per-row Python loop took 0.1 s of each
-    50k-change backfill batch."""
+    where the caller has it), then each group's first row: a per-row Python loop was a large share of
+    a backfill batch's driver-side work."""
     entities, keep_fields = _whole(entities), _whole(keep_fields)
     order = order if order is not None else entity_order(entities, positions)
     rows, held = _group_firsts(order.entities, order.rows)

@@ -5,8 +5,8 @@ Both JsonConverter forms are read, record by record too: with schemas (`schemas.
 package's default) value = {"schema": ..., "payload": {"before", "after", "source": {"lsn", "ts_ms",
 ...}, "op", "ts_ms"}} and key = {"schema": ..., "payload": {<pk>: ...}}; without (`false`) the value is
 the payload itself and the key is {<pk>: ...}. Columns are typed by the materializer's DDL, so the inline
-schema is never needed here, and without it a record is several times smaller (the bench's products
-row: bench/results/cdc-noschema.md), which Debezium, Kafka and this decoder all pay for. A key column named `schema` or
+schema is never needed here, and without it a record is several times smaller, which Debezium, Kafka
+and this decoder all pay for. A key column named `schema` or
 `payload` is read from the enveloped form only (the plain form would be ambiguous).
 A delete is followed by a tombstone (null value), which carries nothing a view needs and is dropped
 (not dead-lettered). Snapshot reads (op "r") are upserts. The position is `source.lsn`: every change
@@ -132,7 +132,7 @@ def _kept_apart(document: str) -> Column:
     does not merge the two projections (it inlines an expensive expression read once). `from_json` has
     no generated code (CodegenFallback), so a projection holding it runs interpreted, generating its
     code in every task, and `from_avro` evaluated there builds its options per task: each a new Hadoop
-    Configuration parsing Hadoop's XML defaults (~20 ms) per writer schema. Apart, the `from_avro`
+    Configuration parsing Hadoop's XML defaults per writer schema. Apart, the `from_avro`
     projection is whole-stage generated on the driver, its options shipped with it."""
     from pyspark.sql import functions as F
 
@@ -164,7 +164,7 @@ class DebeziumDecoder:
     Knowing writer schemas, it reads Avro records only until it meets a JSON one (a topic whose
     connector moved from JSON to Avro): `from_json` has no generated code, so a JSON reader in the
     query split its whole-stage code in two, an interpreted projection between them copying every
-    row (without it, a live batch at 2k rows/s decoded in 67-73 ms, not 87-88). Until then a JSON
+    row (without it, a live batch decodes in about a fifth less time). Until then a JSON
     record (key or value without the wire header) is an error row with `schema_id`
     `event_shape.UNFRAMED_ID`, which the job learns from as from a new writer schema (`meet_json`):
     it decodes such records again and restarts its query reading both. `json_before_met` reads JSON

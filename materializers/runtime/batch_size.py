@@ -4,10 +4,9 @@ The driver's path (one Spark job collects the batch as Arrow, the views write it
 for the warehouse) pays fixed work per batch: Spark's planning and job, and delta-rs's MERGE, which
 reads the current table and rewrites every file the batch's entities touch (copy-on-write: delta-rs
 writes no deletion vectors). A backfill therefore wants as few batches as the driver's memory allows,
-and a count of records fits one row width only. 2,000,000 Avro products changes on `local[2]`
-(a 1M-row current table): 50,000-record batches 23.5k rows/s, 200,000 30.1k, 500,000 35.9k (the
-driver's Python peaked at 2.1 GB there; bench/results/history.md). A quarter of the driver's memory
-(383k records there) ran a job with the cache out of the 1 GiB heap.
+and a count of records fits one row width only. A backfill is faster the larger its batches, up to
+what the driver holds. A batch sized by a quarter of the driver's memory
+did not fit a job with the cache in Spark's default 1 GiB heap.
 
 `auto` (the default of `--small-batch-rows` and `--warehouse-driver-rows`): on a local master, as many
 records as fit an eighth of the driver's heap (`spark.driver.memory`, by default a quarter of the

@@ -8,8 +8,8 @@ from older offsets) leave every view as if each record was applied once.
 Order inside a micro-batch (`process_batch`), before Spark commits the batch to its checkpoint:
 1. decode in the JVM (from_json / from_avro) into one frame of changes + error rows. The decode is
    part of the streaming query itself, built once with the writer schemas known when the query
-   starts: Spark hands every batch over decoded (a decode built per batch cost a live batch ~0.2-0.3 s
-   of plan analysis in the driver, seconds on a cold JVM). A small batch goes into Arrow in the driver
+   starts: Spark hands every batch over decoded (a decode built per batch analysed its plan again in
+   the driver every batch, the most on a cold JVM). A small batch goes into Arrow in the driver
    (`_in_driver`, one Spark job), a larger one is persisted (a job whose only view is `single_pass`
    applies it in one pass instead: see process_batch). Records whose writer schema the query did not
    know come out as error rows with their `schema_id`: the job learns the new ids from the registry,
@@ -76,15 +76,14 @@ FIELD_MAPS = ("set_fields", "del_fields")  # only the cache reads them; they rep
 # A batch's reader also asks for offsets that hold no record (a transaction's commit marker, the
 # range's end), and the broker holds such an empty fetch for fetch.max.wait.ms (500 ms by default):
 # that wait was most of the time a live batch took to read, from a CDC topic and more so from the
-# event store's transactional one (bench/results/kafka-source-fetch.md). Every offset asked for was
+# event store's transactional one. Every offset asked for was
 # planned, so nothing is waited for in vain.
 # Spark's reader asks the broker for the partition's earliest and latest offsets after every poll
 # (InternalKafkaConsumer.fetch, Spark 4.2: two ListOffsets round trips), and a poll hands over at most
-# max.poll.records of what the fetch brought (500 by default): 8,000 round trips for 2M records, 19 %
-# of the executors' CPU samples in a backfill. 5,000 per poll: the source alone read 2M Avro records
-# in 6.4 s instead of 9.3-10.5 (warm), a 2M-change warehouse backfill child ran 27.2-33.8 s (median
-# 29.0) instead of 31.7-35.5 (33.4), five alternating pairs (bench/results/history.md). It bounds what
-# a poll returns of data already fetched, not what a fetch holds, nor how long a poll waits.
+# max.poll.records of what the fetch brought (500 by default): two round trips per 500 records were a
+# large share of a backfill's executor time, so a poll hands over 5,000 (bench/results/history.md,
+# "5,000 records per poll"). It bounds what a poll returns of data already fetched, not what a fetch
+# holds, nor how long a poll waits.
 SOURCE_FETCH = {
     "kafka.max.partition.fetch.bytes": str(16 << 20),
     "kafka.fetch.max.bytes": str(64 << 20),
@@ -247,8 +246,8 @@ class Job:
     def _learn_schemas(self) -> None:
         """The writer schemas of the topic's subjects (`<topic>-*`), before the first batch. A job that
         knew none read its first batch three times: every record refused, its ids looked up, decoded
-        again (in the one-pass path the refusals went through the driver: an 80 MB task for a
-        750k-record backfill batch).
+        again (in the one-pass path the refusals went through the driver: a task result as large as
+        the batch's records).
         Ids registered later are learnt per batch. A registry that does not answer leaves it to the
         batches: a JSON topic needs none. (AggregateJob's namesake raises instead: its plan needs the
         schemas, this job only starts faster with them.)"""
@@ -274,8 +273,8 @@ class Job:
         self._check()
         self._start = pinned_start(self.plan) or start
         # Spark plans the source and the decode (which write nothing) while the stores are created
-        # and the writer schemas fetched: on a cold driver the source took ~0.5 s, the decode's
-        # plan ~0.85 s, the views' state ~0.45 s (Delta's tables) and the schemas ~0.15 s.
+        # and the writer schemas fetched: on a cold driver each of these takes a good part of a
+        # second, the decode's plan the most, so side by side they shorten every start.
         with ThreadPoolExecutor(2, thread_name_prefix="job-state") as pool:
             created = pool.submit(self._create_stores)
             learnt = pool.submit(self._learn_schemas)
@@ -501,12 +500,12 @@ class Job:
         names = tuple(decoded.columns)
         if self._driver_projection[0] != names:
             self._driver_projection = (names, self._projection_to_driver(names))
-        # One projection: each Dataset operation is an analysis of its own (~20 ms of a live batch).
+        # One projection: each Dataset operation is an analysis of its own, a share of every live batch.
         return decoded.select(*self._driver_projection[1]).toArrow()
 
     def _projection_to_driver(self, names: tuple[str, ...]) -> list[Column]:
         """The decoded columns and the derived ones the views read, built once per query: each
-        Column is a call into the JVM (a live batch's 20 took ~10 ms)."""
+        Column is a call into the JVM, and a live batch's columns cost it milliseconds each batch."""
         from pyspark.sql import functions as F
 
         derived = {"event_date": event_date()} if self._reads("event_date") else {}  # as Spark's path
@@ -730,8 +729,8 @@ def split_reads(
     several tasks (0: a task per partition; pure).
 
     A CDC topic is often a single partition (Debezium's default: a table's changes in order), so a
-    batch was read and decoded by one task while the other cores idled: a 190k-record Avro batch took
-    4.8 s to reach the driver, 3.5 s split in two on local[2] (bench/results/history.md). Each task
+    batch was read and decoded by one task while the other cores idled; split over the task slots, a
+    full batch reaches the driver sooner. Each task
     reads a consecutive offset range, and a collected batch keeps offset order. The executors' own
     writes rely on one task holding an entity's changes in order (the cache's and OpenSearch's fill of
     an unchanged TOAST value from the stored one), so a split batch the executors apply is sorted per
@@ -760,11 +759,10 @@ def batch_cap(max_offsets: int, small_batch_rows: int, master: str, *, collects:
     Unset, a local master caps a batch at what the driver applies whole (`small_batch_rows`) when a
     view `collects` a batch of that size into the driver anyway (the warehouse's delta-rs writes, the
     Tantivy index): the executors are threads of the driver's JVM, so the batch collected as Arrow
-    costs a copy, and the driver's writers beat a Spark job per view there: a 600k-change Avro
-    warehouse backfill on local[2] in 75k-record batches ran 3.5k rows/s on the executors, 10.5k from
-    the driver (bench/results/history.md). Views written from the executors alone (the cache,
-    OpenSearch) keep large batches: the same backfill into OpenSearch ran 8.0k rows/s in 75k-record
-    batches on the executors, 6.0k in 50k-record batches from the driver. On a cluster a batch takes
+    costs a copy, and the driver's writers beat a Spark job per view there (several times the rate
+    for a warehouse backfill). Views written from the executors alone (the
+    cache, OpenSearch) keep large batches: they gain nothing from the driver, and larger batches
+    served them better. On a cluster a batch takes
     what is available and a large one stays on the executors."""
     if max_offsets:
         return max_offsets

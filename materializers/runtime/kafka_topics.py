@@ -32,7 +32,7 @@ def topic_partitions(
 
 def metadata_consumer(bootstrap: str, client_config: KafkaClientConfig | None) -> Consumer:
     """A consumer for a topic's metadata and offsets. Not an admin client: an admin client lists
-    every topic of the cluster (130-200 ms of each start here, more with a cluster's thousands), and
+    every topic of the cluster (a share of every start, more with a cluster's thousands of topics), and
     its handle is a producer's, whose request for one topic may have the broker create it; a
     consumer's never does."""
     return make_consumer(

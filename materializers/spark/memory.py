@@ -7,26 +7,23 @@ and the next batch allocates as much again. Arrow's default pool in pyarrow's wh
 for transparent huge pages for its arenas (its `allow_thp` option) and gives freed memory back a
 second after the free, so each batch faulted its memory in again 2 MiB at a time. Where the host takes
 a guest's freed pages back (a VM's balloon with free page reporting, as on our machines), such a fault
-costs ~4 ms: 0.47 GB/s zeroed, against 2 GB/s for 4 KiB pages and 8 GB/s for a huge page the guest
-still held. jemalloc, which Arrow also ships, does not ask for huge pages: the warehouse step of a
-2M-change backfill alone took 2.8-3.1 s with it, 2.8-4.5 s with mimalloc (the most once the host had
-taken the free pages back); in the bench's runs 4.3 s, 4.5-5.0 before (bench/results/history.md).
+is served by the host again, and a huge page is zeroed there far more slowly than a 4 KiB page or a
+huge page the guest still held. jemalloc, which Arrow also ships, does not ask for huge pages, and a
+backfill's warehouse step no longer slows down once the host has taken the free pages back.
 
-jemalloc as Arrow builds it gave every freed page back at once (measured), so each batch still
-faulted its few hundred MB in afresh, ~2 µs a page where the host took them back: 0.6-0.8 M faults of
-the driver's Python in a 2M-change backfill. With its muzzy decay off (`KEEP_FREED_PAGES`) a freed
-page is only marked lazily free (MADV_FREE): the kernel takes it back when it needs the memory, and
-until then the next batch writes into it without a fault (that backfill: 0.18 M faults fewer, 1 s
-faster of ~21, bench/results/history.md). jemalloc reads its settings once, when pyarrow loads, so
-`materializers` sets them on import, before pyarrow is loaded; a process that loaded pyarrow first
-keeps Arrow's (set JE_ARROW_MALLOC_CONF yourself there).
+jemalloc as Arrow builds it gave every freed page back at once, so each batch still faulted its few
+hundred MB in afresh, a page at a time. With its muzzy decay off (`KEEP_FREED_PAGES`) a freed page is
+only marked lazily free (MADV_FREE): the kernel takes it back when it needs the memory, and until
+then the next batch writes into it without a fault: fewer faults, a faster backfill. jemalloc reads
+its settings once, when pyarrow loads, so `materializers` sets them on import, before pyarrow is
+loaded; a process that loaded pyarrow first keeps Arrow's (set JE_ARROW_MALLOC_CONF yourself there).
 
 A search batch is folded in the driver's Python: a collected Arrow table, its rows as Python objects,
 and a Tantivy writer whose 50 MB arena lives on threads of its own. All of it is freed after the
 batch, but glibc keeps freed heap memory for reuse, per thread arena, and does not give it back on
 its own: an indexing driver's anonymous memory kept growing from batch to batch; trimmed after each
 batch it stays near flat, for a trim that costs a small fraction of a large batch and less after a
-small one (the numbers: bench/results/history.md).
+small one (the numbers for all three: bench/results/history.md).
 """
 
 from __future__ import annotations

@@ -23,16 +23,16 @@ batches into Arrow's jemalloc pool (`driver_memory.choose_arrow_pool`), unless
 
 A driver restarted after a crash is not serving views while its JVM loads Spark's, Delta's and Kafka's
 classes: on 2 busy cores, seconds for the session and again for its first job. The JVM's class-data
-sharing (an AppCDS archive of those classes, mapped instead of loaded) cuts both by about a third
-(bench/results/materializers-startup.md). The archive is written by the first JVM that exits normally
-(`-XX:ArchiveClassesAtExit`) and read by every later one (`-XX:SharedArchiveFile`). It is named after
+sharing (an AppCDS archive of those classes, mapped rather than loaded) cuts both by about a third.
+The archive is written by the first JVM that exits normally (`-XX:ArchiveClassesAtExit`) and read by
+every later one (`-XX:SharedArchiveFile`). It is named after
 what it was made from (the jars, pyspark, the java binary), so a changed installation makes a new
 one; an archive the JVM cannot use is ignored (`-Xshare:auto`), never fatal. Where:
 `MATERIALIZERS_JVM_CACHE` (default ~/.cache/kafka-toolkit/jvm; `off` disables it).
 Spark's launcher puts its conf folder (SPARK_CONF_DIR, else SPARK_HOME/conf) on the driver's class path
 ahead of Spark's jars, and the JVM neither writes nor maps an archive where a folder with files in it
 comes before the jars the archived classes came from: on a host with a Spark install (its conf/ ships
-templates) or a SPARK_CONF_DIR, no driver ever used one (a session took 5.8 s instead of 2.9). So Spark's
+templates) or a SPARK_CONF_DIR, no driver ever used one, and every session loaded its classes. So Spark's
 jars (`spark_jar_glob`) go first, with the toolkit's (`spark.driver.defaultExtraClassPath`); the conf
 folder's files are still on the class path, after them: a file of the same name at a jar's root would
 now be found first, and none of pyspark 4.2's or the toolkit's jars holds one a conf folder takes
@@ -75,64 +75,61 @@ CONF = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
     # pyspark records the Python call site of every `functions` call for error messages: ~4 py4j
-    # round trips each (session, conf, set, clear), about half the time building a decode took
-    # (bench/results/batch-overhead.md). Spark's own messages still name the failing expression.
+    # round trips each (session, conf, set, clear), about half the time building a decode took.
+    # Spark's own messages still name the failing expression.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 # Spark's defaults (200 shuffle partitions, 50 Delta snapshot partitions) schedule mostly empty tasks
 # for a materializer's small batches; the master's parallelism is what the work can use.
 SIZED_BY_PARALLELISM = ("spark.sql.shuffle.partitions", "spark.databricks.delta.snapshotPartitions")
-# Stateful queries (aggregate views) keep their state in RocksDB, off the JVM heap, uploading each
-# batch's changes as a changelog: at 1M groups the default HDFS-backed store held 1.1-2.1 GiB of heap
-# where RocksDB reported 36-56 MiB, for 4-8 % more time per minute (9-34 % at 100k groups, where the
-# heap held 0.2-0.4 GiB; bench/results/aggregate-state-store.md): a driver with Spark's default 1 GiB
-# heap would not hold the 1M-group state at all, and a slower batch beats a driver that dies. A query records its store in its checkpoint and keeps it: older checkpoints stay on HDFS.
+# Stateful queries (aggregate views) keep their state in RocksDB, off the JVM heap, uploading each batch's
+# changes as a changelog. The default HDFS-backed store keeps the whole state on the heap, and at a million
+# groups that is more than a driver with Spark's default 1 GiB heap holds; RocksDB costs some time per
+# batch, and a slower batch beats a driver that dies. A query records its store in its checkpoint and keeps
+# it: older checkpoints stay on HDFS.
 STATE_STORE = {
     "spark.sql.streaming.stateStore.providerClass": (
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-    # Counting the store's rows costs a RocksDB get before every put and delete: at 1M groups the
-    # state operator's update time fell from 17-20 s to 12-15 s per minute without it
-    # (bench/results/aggregate.md). The price is Spark's numRowsTotal progress metric, reported as 0;
-    # nothing here reads it (`spark.read.format("statestore")` counts a checkpoint's rows exactly).
+    # Counting the store's rows costs a RocksDB get before every put and delete: at a million groups that
+    # was a large share of the state operator's update time. The price is Spark's numRowsTotal progress
+    # metric, reported as 0; nothing here reads it (`spark.read.format("statestore")` counts a checkpoint's
+    # rows exactly).
     "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
 }
 # Spark 4.2 asks, for every field of every nested record a task builds (SpecificInternalRow: an Avro
 # record's `after` and `source`, per change), whether its Types Framework is on; unset, the answer
-# reads the environment (SPARK_TESTING) each time: 4 % of a Debezium Avro decode's CPU in a JFR
-# profile of a backfill. Set, it is a lookup in the task's properties. `false` is Spark's default
+# reads the environment (SPARK_TESTING) each time, a visible share of a Debezium Avro decode's CPU.
+# Set, it is a lookup in the task's properties. `false` is Spark's default
 # outside its own test suite.
 TYPES_FRAMEWORK = {"spark.sql.types.framework.enabled": "false"}
-# A query's whole-stage code is one method per stage, and the JVM does not compile a method past
-# 8,000 bytes of bytecode (DontCompileHugeMethods): it runs interpreted. A Debezium Avro decode is one
-# stage (framing, from_avro, the change's columns), ~8,000 bytes for the bench's four-column products
-# table and more per column: at 8,013 bytes, 200k records into Arrow took 1.94 s interpreted and
-# 1.07-1.28 s compiled. The driver's JVM compiles such methods (every task's, in local mode); a
-# cluster's executors keep their own JVM flags, so there Spark ends a stage's code at the JVM's limit
-# instead (each operator's own generated code, compiled), unless configured.
+# A query's whole-stage code is one method per stage, and the JVM does not compile a method past 8,000 bytes
+# of bytecode (DontCompileHugeMethods): it runs interpreted. A Debezium Avro decode is one stage (framing,
+# from_avro, the change's columns), ~8,000 bytes for the bench's four-column products table and more per
+# column, and interpreted it decodes markedly slower. The driver's JVM compiles such methods (every task's,
+# in local mode); a cluster's executors keep their own JVM flags, so there Spark ends a stage's code at the
+# JVM's limit instead (each operator's own generated code, compiled), unless configured.
 COMPILE_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
 CLUSTER_CODEGEN = {"spark.sql.codegen.hugeMethodLimit": "8000"}
 # The JVM collects when its class metadata first passes MetaspaceSize (~21 MB by default) and again
 # as it grows: a driver loads ~38 MB of Spark, Kafka, Avro and Delta classes, so every driver paid
-# two such collections in its first batches, full ones under the parallel collector (~0.1 s each,
-# both cores stopped). 128 MB is a threshold, not a reservation: the 2M-change Avro backfill child
-# on `local[2]` paused 0.95-1.16 s in all instead of 1.35-1.36 s, 146-149k rows/s instead of
-# 142-147k (three alternating pairs, bench/results/history.md).
+# two such collections in its first batches, full ones under the parallel collector (both cores
+# stopped). 128 MB is a threshold, not a reservation, and above what a driver loads: those
+# collections are gone, and a backfill pauses less.
 METASPACE_THRESHOLD = "-XX:MetaspaceSize=128m"
 # Spark generates no whole-stage code for an operator with more than `maxFields` fields, nested ones
 # counted, in its input or output (100 by default). A Debezium Avro decode carries a document per
 # writer schema version of the topic (nested and flat, ~3 fields per column read, plus ~8), so a
 # 10-column table past its third ALTER TABLE, or a 30-column one at once, fell off it: its decode ran
-# interpreted. The products table with 8 writer schemas: 200k records into Arrow 1.72-1.85 s, 1.18-1.35
-# s with whole-stage code; a 1k-record batch 0.26-0.43 s, 0.17-0.19. Generated code too large to
+# interpreted, markedly slower for backfills and live batches alike. Generated code too large to
 # compile still falls back (spark.sql.codegen.fallback), as it does at 100.
 CODEGEN_FIELDS = {"spark.sql.codegen.maxFields": "1000"}
 # A query's checkpoint (a local path: `--checkpoint`, under the materializers' home) is written twice
 # per micro-batch (offsets, then commits). Spark's default manager goes through Hadoop's FileContext,
 # whose local file system without Hadoop's native library forks `readlink` 8 times and `chmod` twice
-# per file: 20 processes per batch, walCommit + commitOffsets 112 ms on 2 quiet cores, 24 ms with
-# this one (bench/results/checkpoint-files.md), more under load. Spark's FileSystem-based manager
+# per file: 20 processes per batch, which made writing the checkpoint a large share of a small
+# batch's time, more under load. Spark's FileSystem-based manager
 # renames with java.io (an atomic rename(2) on a local disk); left are the two `chmod`s of each file
 # and its checksum. Like every checkpoint, one query writes it at a time.
 CHECKPOINT_FILES = {
@@ -141,23 +138,20 @@ CHECKPOINT_FILES = {
     ),
 }
 # A task's result past 1 MiB (Spark's spark.task.maxDirectResultSize), or past the RPC message bound
-# (spark.rpc.message.maxSize, 128 MiB), goes through the block manager: stored as a serialized block,
-# then fetched by the driver over its block transfer service, a loopback connection to itself in
-# local mode. A driver batch is sized to half of spark.driver.maxResultSize (`driver_batch`), so a
-# task's Arrow result reaches that share of it: 151 MB per task for the 2M-change Avro backfill's
-# ~765k-record batches on local[2], ~0.95 s from a task's end to the driver's receipt of it, 0.35 s
-# direct. Local masters take every result up to the most both bounds accept (2047 MiB) directly: the
-# driver's executors are its own threads, the message is passed in memory, and a direct result is
-# one copy fewer than a block's. A cluster's executors keep the defaults: there a direct result is an
-# RPC message on the driver's one endpoint, beside heartbeats and task status.
+# (spark.rpc.message.maxSize, 128 MiB), goes through the block manager: stored as a serialized block, then
+# fetched by the driver over its block transfer service, a loopback connection to itself in local mode. A
+# driver batch is sized to half of spark.driver.maxResultSize (`driver_batch`), so a task's Arrow result
+# reaches that share of it, far past both bounds for a backfill's batches, and the block manager's store and
+# fetch took a few times as long as a direct result. Local masters take every result up to the most both
+# bounds accept (2047 MiB) directly: the driver's executors are its own threads, the message is passed in
+# memory, and a direct result is one copy fewer than a block's. A cluster's executors keep the defaults:
+# there a direct result is an RPC message on the driver's one endpoint, beside heartbeats and task status.
 LOCAL_CONTEXT = {"spark.task.maxDirectResultSize": "2047m", "spark.rpc.message.maxSize": "2047"}
 # Spark's launcher gives a driver 1 GiB of heap (`spark.driver.memory`) whatever the host has. On a
 # local master that JVM is the whole application, tasks included, and a warehouse backfill's driver
-# batches are sized by its heap (`driver_batch`): a 2M-change Avro backfill on `local[2]` took 11
-# batches of 191k records in 1 GiB, 3 of 766k in 6 GiB (the JVM ~2.8-4.4 GB resident, the driver's
-# Python 2.4-2.9 GB at its peak, 1.3 GB before). Scratch runs, one driver each: 1 GiB and Spark's JIT
-# 25.0-26.2 s (median 25.7 of 7), 1 GiB with FULL_JIT_THRESHOLDS 23.1-24.6 (23.8 of 4), 3-6 GiB with
-# them 20.7-26.6 (22.9 of 18; 383k-766k-record batches alike within the noise). So a local driver's
+# batches are sized by its heap (`driver_batch`): in 1 GiB a backfill is cut into many small batches,
+# each MERGE rewriting the current table, where a larger heap takes a few large ones and finishes
+# sooner, for more resident memory in the JVM and the driver's Python. So a local driver's
 # heap follows the host as a JVM's own default does: a quarter of the memory the host, or the
 # container (cgroup) it runs in, has; never less than Spark's 1 GiB. It is a default the launcher
 # reads last (SPARK_DRIVER_MEMORY): `spark.driver.memory` in
@@ -346,7 +340,7 @@ def warm_class_archive() -> Path | None:
     if archive is None or archive.is_file():
         return archive
     script = (
-        f"from materializers import spark_session as s; spark = s.build({master!r}, 'class-archive'); "
+        f"from materializers.spark import session as s; spark = s.build({master!r}, 'class-archive'); "
         "spark.range(10).selectExpr('id % 3 as k').groupBy('k').count().collect(); "
         "s.load_source_classes(spark); spark.stop()"
     )
@@ -398,33 +392,30 @@ def load_source_classes(spark: SparkSession) -> int:
 
 
 ENV_DRIVER_JIT = "MATERIALIZERS_DRIVER_JIT"
-# The driver JVM's profile. `quick` compiles with C1 only; `live` and `full` with the JVM's tiered
-# JIT (C1, then C2 for hot code, at FULL_JIT_THRESHOLDS), and `full` also collects with the parallel
+# The driver JVM's profile. `quick` compiles with C1 only; `live` and `full` with the JVM's tiered JIT
+# (C1, then C2 for hot code, at FULL_JIT_THRESHOLDS), and `full` also collects with the parallel
 # collector (THROUGHPUT_GC). `auto`, the default, picks per start: `full` when the driver starts at
-# least FULL_JIT_BACKLOG records behind (a backfill, a rebuild from offset 0: C2's compile time is
-# paid back many times over), `quick` for a driver near the end of its topics (a restart, a new job
-# from `latest`). `live` halves a warm live batch's planning (Spark's optimizer runs again every
-# batch): at 2k rows/s, after 30 s of load, a batch took 290-376 ms instead of 340-448 with C1 only,
-# the worst view's p99 0.85-0.97 s instead of 0.92-1.19, in three sets of alternating rounds, and
-# 1.17-1.35 s instead of 1.57-1.84 at 5k rows/s (bench/results/materializers-driver-jit.md). But a
-# cold start pays for C2's compiles: the demo, one run each, steady p99 1.47-1.66 s and kill -9 to
-# the first view update 14.6 s with `live`, 1.20-1.38 s and 10.3 s with `quick`; so `quick` stays
-# auto's pick, and `live` is there for a driver that runs long between restarts. On a cluster the
-# executors' JVMs keep the JVM's defaults: only the driver's own JVM (every thread of it in local
-# mode) is affected.
+# least FULL_JIT_BACKLOG records behind (a backfill, a rebuild from offset 0: C2's compile time is paid
+# back many times over), `quick` for a driver near the end of its topics (a restart, a new job from
+# `latest`). `live` halves a warm live batch's planning (Spark's optimizer runs again every batch), so
+# its batches are shorter and the views' tail latency lower under load. But a cold start pays for C2's
+# compiles: the demo, a cold start, had a higher steady p99 and a longer recovery after kill -9 with
+# `live` than with `quick`; so `quick` stays auto's pick, and `live` is there for a driver that runs
+# long between restarts. On a cluster the executors' JVMs keep the JVM's defaults: only the driver's own
+# JVM (every thread of it in local mode) is affected.
 # C1 alone also shrinks the JVM's code cache to a fifth (48 MB, not 240): a driver running for minutes
-# filled it with the compiled code of Spark's generated classes, and the JVM stopped compiling ("CodeCache
-# is full. Compiler has been disabled": new code interpreted from then on), so quick keeps the full size.
+# filled it with the compiled code of Spark's generated classes, and the JVM stopped compiling
+# ("CodeCache is full. Compiler has been disabled": new code interpreted from then on), so quick keeps
+# the full size.
 #
 # The full JIT compiles with C2 whatever runs hot, and on a backfill's cold JVM much of that is the
 # code of its start and of each batch's planning: class loading, tasks' Java serialization, the SQL
-# parser, ASM's closure cleaning, Janino (a JFR recording of a 2M-change Avro warehouse backfill on
-# `local[2]`: 239 C2 compiles of 20 ms or more, 14.8 s, the Kafka fetch, the decode stage and Arrow a
-# fraction of them; C2's threads took 13.2-14.3 s of CPU in a ~26 s run). C2 thresholds ten times the
-# JVM's still reach the per-record code within the first ~50k records and leave the per-batch and
-# per-task code at C1: C2's CPU 5.8-5.9 s, the run 25.0 / 26.1 / 26.2 / 25.7 -> 23.5 / 24.2 / 23.1 /
-# 24.6 s (alternating, scratch). Forty times the JVM's: C2 3 s, but 24.7 / 25.9 s (the record loop
-# ran longer in C1's profiling tier). bench/results/materializers-driver-jit.md.
+# parser, ASM's closure cleaning, Janino (in a backfill's JFR recording the Kafka fetch, the decode
+# stage and Arrow were a small part of C2's compiles, and C2's threads took about half the run's
+# time in CPU). C2 thresholds ten times the JVM's still reach the per-record code within the first
+# ~50k records and leave the per-batch and per-task code at C1: C2's CPU more than halved, and the
+# backfill finished sooner. Forty times the JVM's cut C2's CPU further but the backfill was no
+# faster: the record loop stayed longer in C1's profiling tier.
 FULL_JIT_THRESHOLDS = (
     "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
     "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
@@ -435,16 +426,14 @@ DRIVER_JIT = {
     "full": FULL_JIT_THRESHOLDS,
 }
 FULL_JIT_BACKLOG = 500_000
-# A driver that starts far behind (`full`) also collects with the JVM's parallel (throughput)
-# collector instead of G1, the default: a backfill's tasks allocate each Arrow result whole (a
-# humongous object to G1, which starts a concurrent cycle for it) and build a row object per field,
-# and G1's concurrent threads and heavier write barriers took cores the tasks needed. The 2M-change
-# Avro warehouse backfill child alone on `local[2]`, five alternating pairs: 18.98-20.06 s (median
-# 19.3) with G1, 17.67-18.4 (17.82) with it (bench/results/materializers-driver-jit.md). A driver near
-# the end of its topics (`live`, `quick`) keeps G1: the parallel collector's start took a restarted
-# driver ~2 s longer (its heap grown by full collections), and G1 collects a long-running driver's
-# old generation beside it. A driver that started `full` keeps the parallel collector once caught
-# up (its live batches measured there).
+# A driver that starts far behind (`full`) also collects with the JVM's parallel (throughput) collector
+# instead of G1, the default: a backfill's tasks allocate each Arrow result whole (a humongous object to G1,
+# which starts a concurrent cycle for it) and build a row object per field, and G1's concurrent threads and
+# heavier write barriers took cores the tasks needed: a backfill finishes sooner with it. A driver near the
+# end of its topics (`live`, `quick`) keeps G1: the parallel collector made a restarted driver's start
+# longer (its heap grown by full collections), and G1 collects a long-running driver's old generation beside
+# it. A driver that started `full` keeps the parallel collector once caught up (its live batches measured
+# there).
 THROUGHPUT_GC = "-XX:+UseParallelGC"
 # Where a JVM's options may already name a collector: the JVM refuses to start with two
 # ("Multiple garbage collectors selected"), so a driver whose options name one keeps it.

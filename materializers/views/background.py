@@ -2,8 +2,8 @@
 
 The piece that runs while later batches are written: delta-rs's compaction (it rewrites a day's
 history file each time until that reaches delta-rs's 100 MB target; inline it held up every row of
-its batch, 0.13-0.46 s at 2k rows/s), Tantivy's merges after a commit (5-10 ms of every batch, 55-85
-ms of every seventh or eighth). Its thread is not a daemon: an exiting driver lets it end.
+its batch), Tantivy's merges after a commit (a little of every batch, much more of every seventh or
+eighth). Its thread is not a daemon: an exiting driver lets it end.
 """
 
 from __future__ import annotations

@@ -112,8 +112,8 @@ class SearchView:
     def apply_frame(self, batch: FrameBatch) -> list[Reject]:
         """Every change of the batch comes to the driver (the index's single writer) through Arrow and
         is folded there to each entity's newest: one Spark job, where a Spark-side fold (a shuffle)
-        and a collect of Rows took two. Collected whole, not streamed: toLocalIterator ran the 1 GiB
-        driver JVM out of heap on 250k-entity backfill batches."""
+        and a collect of Rows took two. Collected whole, not streamed: with toLocalIterator a
+        backfill's batch did not fit the driver JVM's default 1 GiB heap."""
         errors = ERROR_COORDINATES if "error" in batch.changes.columns else ()
         return self._apply(batch.table([*self.columns(), *errors]), batch.app_id, batch.batch_id)
 

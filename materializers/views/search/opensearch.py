@@ -148,8 +148,8 @@ def newest_docs(
     """(bulk actions, (entity, why) refused) of a `whole_changes` batch (pure): steps 1 and 3 of the
     module docstring straight from the batch's columns, each entity's newest change as it came (no
     stored document can hold a newer column). The general path's per-row records and per-column
-    fold cost more than the encoding: about 30 against 10 us per change (10k-row batches, measured
-    alone); in a backfill the Python processes' CPU halved."""
+    fold cost more than the encoding itself: from the columns, a backfill's Python work is about a
+    third of it per change."""
     entities, positions, ops = columns["entity"], columns["position"], columns["op"]
     data = [columns[c] for c in data_columns]
     docs, refused = [], []

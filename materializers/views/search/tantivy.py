@@ -16,8 +16,8 @@ Commit order for a batch (driver):
    visible atomically.
 The merges a commit starts finish behind the next batch (`settle_merges`): the writer that
 committed waits for them in a thread of its own, and the next batch's writer is created only once
-they are done (Tantivy allows one writer per index). Waited for in the batch, they took 5-10 ms of
-every batch and 55-85 ms of every seventh or eighth, the tail of the live stream's commit→view
+they are done (Tantivy allows one writer per index). Waited for in the batch, they added a little
+to every batch and much more to every seventh or eighth: the tail of the live stream's commit→view
 latency.
 Tantivy is single-writer and local: on a cluster the index lives on the driver (the batch is collected
 there), so it scales with what the driver can hold per batch; a shared index would need a search
@@ -62,8 +62,8 @@ def latest_changes(changes: pa.Table, text_fields: tuple[str, ...]) -> list[Sear
     """Each entity's newest change among a batch's change rows (pure; see `changes.newest_of`): the
     position and op of its newest change, and per field the value of the newest change that carried
     it (did not name it in `keep_fields`). Folded in Arrow, then only those rows' values made Python
-    objects: every row as a dict (`to_pylist`) and a Python fold took 2-3x as long on a 50k-change
-    batch (about the same on a live batch of a few thousand)."""
+    objects: every row as a dict (`to_pylist`) and a Python fold cost several times as much on a
+    backfill's batch (about the same on a live batch of a few thousand)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 

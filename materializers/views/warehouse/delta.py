@@ -407,7 +407,7 @@ def history_rows(
     """The batch's history rows (pure): each (entity, position) once (its first row), none of the
     pairs already `seen` (a table of entity, position), in the batch's order. The repeats are found
     along the batch's `EntityOrder` (the fold's sort, where the caller has it): a hash aggregation
-    of the pairs was 0.25-1 s of each 767k-change backfill batch, for the rare batch that has one."""
+    of the pairs, single-threaded, cost every large backfill batch for the rare batch that has one."""
     import pyarrow as pa
 
     keep = first_deliveries(order if order is not None else entity_order(batch["entity"], batch["position"]))
@@ -446,7 +446,7 @@ def current_rows(batch: pa.Table, newest: Newest, data_columns: tuple[str, ...])
 def _each_change_newest(batch: pa.Table, newest: Newest, data_columns: tuple[str, ...]) -> bool:
     """Whether every change of `batch` is its entity's newest and carried every column (pure): a
     backfill's snapshot batch. The MERGE's source is then the batch itself, in its own order: taking
-    each column along the entity order was ~1 s of a cold driver's first 769k-change batch."""
+    each column along the entity order was a large part of a cold driver's first backfill batch."""
     return len(newest.rows) == batch.num_rows and all(newest.carriers[c] is newest.rows for c in data_columns)
 
 

@@ -42,9 +42,9 @@ class DriverTable:
     """One Delta table as the driver writes it: its log is read once, then only the commits added
     since (opening a table replays its whole log, and a batch opened each table several times).
     A batch brings it up to date once, in `committed`; its later steps use that version: on a local
-    disk each update (and each commit) lists the log's whole directory, ~30 µs per file (deltalake
-    1.6.6: 0.64 s beside 20,000 commit files), and a table committed every quarter second gains 345k
-    a day until its log retention expires them (README, the warehouse's limits)."""
+    disk each update (and each commit) lists the log's whole directory, a cost that grows with every
+    file in it, and a table committed every quarter second gains some 345k a day until its log
+    retention expires them (README, the warehouse's limits)."""
 
     path: str
     _table: DeltaTable | None = field(default=None, init=False, repr=False)
@@ -135,7 +135,7 @@ _SAME_IN_BOTH = (
 def create_table(spark: SparkSession, path: str, ddl: str, partition_by: Sequence[str] = ()) -> None:
     """A Delta table of the columns `ddl` declares at `path`, unless one is there already.
 
-    delta-rs writes the table's first commit in milliseconds; Spark's CREATE TABLE took 4-7 s on a
+    delta-rs writes the table's first commit in milliseconds; Spark's CREATE TABLE took seconds on a
     cold driver (Delta's classes loaded, the statement analysed), before a fresh job's first batch
     could start. The columns are Spark's own parse of `ddl`, so both logs are the same; a type outside
     `_SAME_IN_BOTH` (TIMESTAMP_NTZ, VARCHAR(n), intervals, nested types, ...) or a column carrying

@@ -200,14 +200,14 @@ def test_a_warmed_class_archive_maps_the_kafka_sources_classes_in_a_later_driver
         (conf / "spark-defaults.conf").write_text("spark.toolkit.probe from-the-conf-folder\n")
         (conf / "toolkit-probe.properties").write_text("probe=1\n")
         env["SPARK_CONF_DIR"] = str(conf)
-    warm = "from materializers import spark_session as s; print(s.warm_class_archive())"
+    warm = "from materializers.spark import session as s; print(s.warm_class_archive())"
     written = subprocess.run(
         [sys.executable, "-c", warm], env=env, capture_output=True, text=True, timeout=600, check=True
     ).stdout.strip()
     archive = Path(written.splitlines()[-1])
     assert archive.parent == tmp_path / "jvm" and archive.is_file()
     later = (
-        "from materializers import spark_session as s; spark = s.build('local[1]', 'later'); "
+        "from materializers.spark import session as s; spark = s.build('local[1]', 'later'); "
         "spark.read.format('kafka').option('kafka.bootstrap.servers', '127.0.0.1:9')"
         ".option('subscribe', 't').load().schema; jvm = spark.sparkContext._jvm; "
         "print(spark.conf.get('spark.toolkit.probe', None), "
@@ -238,7 +238,7 @@ def test_a_users_driver_class_path_stays_first_on_a_local_driver(tmp_path: Path)
     toolkit's jars: Spark's launcher puts it before them."""
     (tmp_path / "spark-defaults.conf").write_text(f"spark.driver.extraClassPath {tmp_path / 'mine.jar'}\n")
     probe = (
-        "from materializers import spark_session as s; spark = s.build('local[1]', 'class-path'); "
+        "from materializers.spark import session as s; spark = s.build('local[1]', 'class-path'); "
         "print(spark.sparkContext._jvm.java.lang.System.getProperty('java.class.path')); spark.stop()"
     )
     shown = (
