@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # The local stack runs OpenSearch too (the search view's second backend; its tests need it): about
 # 350 MB and 10 s of CPU at start. STACK_OPENSEARCH=0 leaves it out.
 export STACK_OPENSEARCH ?= 1
-.PHONY: help prerequisites venv fetch connect-plugin up down status up-cluster down-cluster test-cluster lint unit integration test demo bench clean
+.PHONY: help prerequisites venv fetch connect-plugin up down status up-cluster down-cluster test-cluster lint unit integration docs test demo bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -56,6 +56,7 @@ lint: venv ## ruff, the import contracts (.importlinter: layers, no circles) and
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/python tools/lint_history.py
 	$(BIN)/mypy kafkakit cdc eventstore materializers docker/devstack demo examples/shop/shop
 
 unit: venv ## unit tests only (no services)
@@ -64,14 +65,17 @@ unit: venv ## unit tests only (no services)
 integration: fetch ## integration tests only (starts or reuses the stack)
 	$(BIN)/pytest -m "integration and not cluster" tests
 
-test: fetch lint ## everything but the cluster's fault matrix: lint, unit and integration tests against the real stack
+docs: venv ## build the documentation site into site/ (mkdocs --strict: a broken link or a missing page fails)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: fetch lint docs ## everything but the cluster's fault matrix: lint, the docs build, unit and integration tests against the real stack
 	$(BIN)/pytest -m "not cluster" tests
 
 demo: fetch ## the main job: the whole pipeline end to end on the real stack
 	$(BIN)/python -m demo.run
 
-bench: fetch ## every benchmark side by side with its baseline (ours vs raw Kafka, eventsourcing, a hand-written loop); QUICK=1 for small sizes
-	$(BIN)/python bench/run_all.py $(if $(QUICK),--quick,)
+bench: fetch ## every benchmark scenario side by side with its baseline (python -m bench list); QUICK=1 for small sizes (a few minutes)
+	$(BIN)/python -m bench run --size $(if $(QUICK),quick,full)
 
 clean: down down-cluster ## stop the stacks and delete their state (.stack/, .stack-cluster/)
 	rm -rf .stack .stack-cluster

@@ -50,6 +50,7 @@ from cdc.render import event_json, jsonable
 from cdc.schema_refusal import explained_cause
 from cdc.slots import drop_slot
 from kafkakit.clients import make_consumer
+from kafkakit.environment import SHARED, for_program, refuse_bad_settings
 from kafkakit.errors import BadStartPosition, ToolkitError
 from kafkakit.logs import configure_cli_logging
 from kafkakit.positions import Edge, StartPosition, parse_partition_offsets, parse_timestamp, resolve
@@ -78,6 +79,8 @@ EXIT_CODES_HELP = """exit codes:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if (refused := refuse_bad_settings("cdc", for_program("cdc", SHARED), parser, args)) is not None:
+        return refused
     configure_cli_logging(logging.WARNING)
     out = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)

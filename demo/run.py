@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -40,12 +40,14 @@ from cdc.connector_spec import ConnectorSpec, DatabaseSpec, RegistrySpec
 from cdc.preflight import run_preflight
 from cdc.slots import drop_slot
 from demo import aggregates, live, orders, shop
+from demo.environment import CHECKED
 from demo.report import Summary, print_summary, print_time_spent, write_report
 from demo.search import SearchChoice, SearchReader, backend_from_env, drop_indices, stack_opensearch_url
 from devstack.config import StackConfig
 from devstack.session import StackHandle, open_stack
 from eventstore.config import StoreConfig
 from kafkakit.clients import make_consumer
+from kafkakit.environment import refuse_bad_settings
 from kafkakit.errors import ConfigError
 from kafkakit.logs import configure_demo_logging
 from materializers import JobPlan, RunConfig, lookup, parse_search_backend, verify
@@ -62,6 +64,27 @@ from materializers.testing import (
 console = Console()
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="leave the stack and the jobs' state for exploring"
+    )
+    parser.add_argument(
+        "--scale", help="data and duration multiplier, a positive number (env DEMO_SCALE; default 1)"
+    )
+    parser.add_argument(
+        "--report-dir", type=Path, default=Path("demo-report"), help="where the summary, plot and logs go"
+    )
+    parser.add_argument(
+        "--search",
+        help="the products' search view: tantivy (an index on the driver, the default) or opensearch "
+        "(written from the executors; the stack's OpenSearch node) (env DEMO_SEARCH)",
+    )
+    return parser
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DemoConfig:
     scale: float = 1.0
@@ -71,34 +94,21 @@ class DemoConfig:
     search: str = "tantivy"  # the products' search view: tantivy (embedded) or opensearch
 
     @classmethod
-    def from_args(cls, argv: list[str] | None = None) -> DemoConfig:
-        parser = argparse.ArgumentParser(
-            prog="demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-        )
-        parser.add_argument(
-            "--keep", action="store_true", help="leave the stack and the jobs' state for exploring"
-        )
-        parser.add_argument(
-            "--scale",
-            type=float,
-            default=float(os.environ.get("DEMO_SCALE", "1")),
-            help="data and duration multiplier (env DEMO_SCALE)",
-        )
-        parser.add_argument("--report-dir", type=Path, default=Path("demo-report"))
-        parser.add_argument(
-            "--search",
-            help="the products' search view: tantivy (an index on the driver, the default) or opensearch "
-            "(written from the executors; the stack's OpenSearch node) (env DEMO_SEARCH)",
-        )
+    def from_args(cls, argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> DemoConfig:
+        """The flags over DEMO_SCALE / DEMO_SEARCH over the defaults. Every variable and flag the demo
+        and the packages it runs read is checked first (demo.environment): a bad one ends the demo with
+        one line naming it, its form and an example (exit 2), before anything starts."""
+        env = os.environ if environ is None else environ
+        parser = build_parser()
         args = parser.parse_args(argv)
-        if args.scale <= 0:
-            parser.error(f"--scale/DEMO_SCALE must be positive, got {args.scale}")
+        if (refused := refuse_bad_settings("demo", CHECKED, parser, args, env)) is not None:
+            raise SystemExit(refused)
         try:
-            search = parse_search_backend(args.search) if args.search else backend_from_env()
+            search = parse_search_backend(args.search) if args.search else backend_from_env(env)
         except ConfigError as exc:
             parser.error(str(exc))
         return cls(
-            scale=args.scale,
+            scale=float(args.scale or env.get("DEMO_SCALE") or "1"),
             keep=args.keep,
             report_dir=args.report_dir,
             run_id=uuid.uuid4().hex[:6],

@@ -12,6 +12,8 @@ command -v java >/dev/null || need+=(openjdk-17-jre-headless)
 command -v javac >/dev/null || need+=(openjdk-17-jdk-headless)
 # openssl: the secured Kafka listener's CA and certificates are made with it at `devstack up`.
 command -v openssl >/dev/null || need+=(openssl)
+# chromium: the docs test screenshots the built site headless and checks its navigation rendered.
+command -v chromium >/dev/null || need+=(chromium)
 # A German locale: the integration tests show money formatted for it being refused by pre-flight
 # (Debezium cannot parse "1.234,50 €"). Postgres sees a locale generated before it starts.
 has_locale() { locale -a 2>/dev/null | grep -qiE '^de_DE\.utf-?8$'; }

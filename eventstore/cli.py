@@ -47,11 +47,13 @@ from eventstore import errors
 from eventstore.aggregate import Aggregate
 from eventstore.config import StoreConfig
 from eventstore.envelope import EventEnvelope
+from eventstore.environment import VARIABLES
 from eventstore.migration import Step, migrate
 from eventstore.records import from_record, to_record
 from eventstore.registry import HttpRegistry
 from eventstore.replay import as_json, dumps, read_records, replay_to_topic
 from eventstore.store import EventStore
+from kafkakit.environment import SHARED, for_program, refuse_bad_settings
 from kafkakit.errors import BadStartPosition, ConfigError
 from kafkakit.logs import configure_cli_logging
 from kafkakit.positions import parse_partition_offsets, parse_start, parse_timestamp
@@ -126,14 +128,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--instance-id", default=socket.gethostname(), help="stable per instance; restarts reuse it"
     )
-    p.add_argument("--batch-size", type=int, default=200)
+    p.add_argument(
+        "--batch-size", type=int, default=200, help="commands decided per transaction, at most (default 200)"
+    )
     p.add_argument("--snapshot-every", type=int, help="snapshot a stream every N events (0: never)")
     p.add_argument(
         "--rebuild-window",
         type=int,
         help="a takeover reads about this many event records per partition beyond snapshots",
     )
-    p.add_argument("--transaction-timeout-ms", type=int)
+    p.add_argument(
+        "--transaction-timeout-ms",
+        type=int,
+        help="the Kafka transaction timeout (env EVENTSTORE_TRANSACTION_TIMEOUT_MS; default 60000)",
+    )
     p.add_argument("--max-idle", type=float, help="exit after this many idle seconds")
 
     p = sub.add_parser("execute", help="send one command and wait for its outcome")
@@ -164,8 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--from-timestamp", help="ISO-8601 time")
     p.add_argument("--until-offset", help="P:N[,P:N] end offsets (exclusive); default: the current end")
     dest = p.add_mutually_exclusive_group(required=True)
-    dest.add_argument("--to-topic")
-    dest.add_argument("--to-stdout", action="store_true")
+    dest.add_argument("--to-topic", help="copy the range to this topic, exactly once")
+    dest.add_argument("--to-stdout", action="store_true", help="print the range as JSON lines instead")
 
     p = sub.add_parser(
         "schemas",
@@ -248,7 +256,8 @@ def cmd_init(args: argparse.Namespace, store: EventStore[Any]) -> int:
 # `eventstore processor` exits with this when a transaction stays open TRANSACTION_STUCK_S (a hung
 # client library): a supervisor restarts it, and the restart's init_transactions (same transactional
 # id) aborts the stuck transaction, so exiting before the broker's own timeout loses nothing. A
-# failover keeps a transaction open ~10-12 s on our fault matrix; 30 s is well past that.
+# failover keeps a transaction open a little past the broker's session timeout (9 s by default, then
+# leaders move); 30 s is well past that.
 EXIT_TRANSACTION_HUNG = 75
 TRANSACTION_STUCK_S = 30.0
 
@@ -477,7 +486,11 @@ def exit_code(exc: BaseException) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    environment = for_program("eventstore", SHARED, VARIABLES)
+    if (refused := refuse_bad_settings("eventstore", environment, parser, args)) is not None:
+        return refused
     # librdkafka's INFO lines stay off stderr even with --verbose; its warnings show (kafkakit.logs).
     configure_cli_logging(logging.INFO if args.verbose else logging.WARNING)
     try:

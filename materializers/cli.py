@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from kafkakit.environment import SHARED, for_program, refuse_bad_settings
 from kafkakit.errors import ToolkitError
 from kafkakit.logs import configure_cli_logging
 from kafkakit.positions import StartPosition, parse_start, parse_timestamp
@@ -31,6 +32,7 @@ from materializers.config import (
     RunConfig,
 )
 from materializers.decode import positions
+from materializers.environment import VARIABLES
 from materializers.errors import BadAggregate, ConflictingJobs, JobNotRunning, UnknownView
 from materializers.materializer import Materializer
 from materializers.ops import generations, lag, rebuild, snapshots
@@ -124,7 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     search = sub.add_parser("search", help="answer a query from the search view (either backend)")
     search.add_argument("name")
     search.add_argument("query", help="words to look for in the materializer's search fields")
-    search.add_argument("--limit", type=int, default=10)
+    search.add_argument("--limit", type=int, default=10, help="most documents shown (default 10)")
     search.add_argument(
         "--redis-prefix", help="Redis key prefix (default mat; names the OpenSearch alias too)"
     )
@@ -152,10 +154,12 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     show = sub.add_parser("status", help="per job: lag, rates, last batch, dead letters, last error")
-    show.add_argument("--json", action="store_true")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
     stop = sub.add_parser("stop", help="stop a running job gracefully (finishes its current batch)")
     stop.add_argument("name", nargs="?", help="job to stop (default: every running job)")
-    stop.add_argument("--timeout", type=float, default=120.0)
+    stop.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds to wait for the job to stop (default 120)"
+    )
     sub.add_parser(
         "list", help=f"the materializers found by name: built-in, and entry points of {ENTRY_POINT_GROUP}"
     )
@@ -393,7 +397,11 @@ COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     configure_cli_logging(logging.INFO, fmt="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    environment = for_program("materializers", SHARED, VARIABLES)
+    if (refused := refuse_bad_settings("materializers", environment, parser, args)) is not None:
+        return refused
     try:
         return COMMANDS[args.command](args)
     except ToolkitError as exc:

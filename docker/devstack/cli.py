@@ -17,7 +17,9 @@ from rich.table import Table
 from devstack import stack
 from devstack.artifacts import fetch_all
 from devstack.config import TOPOLOGIES, StackConfig
+from devstack.environment import VARIABLES
 from devstack.errors import ArtifactFetchFailed, PortTaken, PrerequisiteMissing, ServiceNotReady, StackError
+from kafkakit.environment import refuse_bad_settings
 from kafkakit.logs import configure_cli_logging
 from kafkakit.secrets import masked
 
@@ -121,7 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if (refused := refuse_bad_settings("devstack", VARIABLES, parser, args)) is not None:
+        return refused
     configure_cli_logging(logging.INFO, fmt="%(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:

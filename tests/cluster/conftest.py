@@ -54,7 +54,7 @@ def faults(cluster: Cluster, stack_faults: StackFaults) -> StackFaults:
 @pytest.fixture
 def fault_record(cluster: Cluster) -> Iterator[dict[str, object]]:
     """A test fills it with what it measured; a passing test's record is appended to
-    <state>/fault-matrix.jsonl (the numbers the closing notes and docs/scaling.md quote)."""
+    <state>/fault-matrix.jsonl (the numbers the closing notes and docs/operations/scaling.md quote)."""
     record: dict[str, object] = {}
     yield record
     if record:
