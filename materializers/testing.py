@@ -4,25 +4,30 @@
 the Delta warehouse, the Postgres read model), shipped as a pytest test class for your own view to
 subclass, as pyeventsourcing ships its recorder test cases:
 
-    from materializers.testing import ViewContract, contract_materializer
+    from materializers.testing import ViewContract
 
-    LOW_STOCK_CONTRACT = contract_materializer("low_stock_contract", views=(LowStock.for_plan,))
+    LOW_STOCK_CONTRACT = replace(LOW_STOCK, name="low_stock_contract")  # module level: drivers import it
 
     class TestLowStock(ViewContract):
-        materializer = LOW_STOCK_CONTRACT  # at module level: the driver process imports it
+        materializer = LOW_STOCK_CONTRACT
         view = "low_stock"
+        toast_column = None
+
+        def row(self, seed):  # a row of the materializer's table for each seed word
+            return {"on_hand": len(seed), "reorder_point": 3}
 
 Its tests run real `materializers start` drivers on the toolkit's pytest plugin's stack
-(`toolkit_stack`, `topic_factory`, `materializer_factory`) over Debezium JSON change records of a
-table of `CONTRACT_COLUMNS` keyed by an integer `id`, and ask the view itself whether it holds what
-the source says (`View.verify`). A view keeps the contract when:
+(`toolkit_stack`, `topic_factory`, `materializer_factory`) over Debezium JSON change records keyed by
+an integer `id` (by default of `contract_materializer`'s table, `CONTRACT_COLUMNS`), and ask the view
+itself whether it holds what the source says (`View.verify`). A view keeps the contract when:
 - a change applies once, in position order, whichever path carries the batch (the executors' or the
   driver's): a late change never wins, a duplicate changes nothing, a delete removes the entity and
   keeps it removed, an unchanged TOAST value keeps the value the view holds;
 - a replay of the whole topic by a new checkpoint into the same view changes nothing;
 - a driver killed (kill -9) right after the view wrote a batch and before the checkpoint committed
   it leaves a view that the restarted driver's re-run of that batch makes exact;
-- its `verify` finds a difference where there is one (a verify that always agrees proves nothing).
+- its `verify` finds a difference where there is one: against an empty source it must report what
+  it holds (a verify that always agrees proves nothing).
 
 Also here, for tests and demos that watch a running job: `read_status`, `with_lag`, `end_offsets`,
 `committed`, `records_behind`, `read_timeline`, `startup_phases`, `batch_medians`, `query_delta`.
@@ -122,37 +127,27 @@ def debezium_change(
     return json.dumps(key).encode(), json.dumps({"schema": {"type": "struct"}, "payload": payload}).encode()
 
 
-def _item(name: str, description: str | None = None) -> dict[str, Any]:
-    return {"name": name, "description": description or f"{name} desc", "price": "1.00", "stock": 1}
-
-
-def _held(name: str, description: str | None = None) -> dict[str, str]:
-    """An item as the source of truth states it: every column as text."""
-    return {k: str(v) for k, v in _item(name, description).items()}
-
-
-FIRST = [debezium_change(1, 300, "c", _item("walnut", "solid walnut table"))]
-SECOND = [
-    debezium_change(1, 200, "u", _item("pine")),  # late: never wins
-    debezium_change(2, 100, "c", _item("linen")),
-    debezium_change(2, 500, "d", None),
-    debezium_change(3, 600, "c", _item("copper")),
-    debezium_change(1, 400, "u", _item("oak"), unavailable=("description",)),  # TOAST kept
-    debezium_change(1, 300, "c", _item("walnut", "solid walnut table")),  # a duplicate
-]
-LATE_CREATE = [debezium_change(2, 50, "c", _item("resurrected"))]  # older than entity 2's delete
-EXPECTED = {"1": _held("oak", "solid walnut table"), "3": _held("copper")}
+def _as_text(row: Mapping[str, Any]) -> dict[str, str]:
+    return {k: str(v) for k, v in row.items() if v is not None}
 
 
 class ViewContract:
-    """The contract suite for one view (see the module doc). Set `materializer` (made with
-    `contract_materializer`, defined at module level so the driver process can import it) and
-    `view` (the view's name); override `driver_env` for settings the drivers need and `forget` when
-    the view keeps state outside the run's home, Redis prefix and topics (an index or a table named
-    for the materializer)."""
+    """The contract suite for one view (see the module doc). Set `materializer` (a CDC materializer
+    over Debezium records, defined at module level so the driver process can import it: for a view
+    over any columns `contract_materializer` makes one) and `view` (the view's name). A view that
+    needs columns of its own gives its own materializer and overrides `row` (and `toast_column`:
+    the column sent once as an unchanged TOAST value, None for none). Override `driver_env` for
+    settings the drivers need and `forget` when the view keeps state outside the run's home, Redis
+    prefix and topics (an index or a table named for the materializer)."""
 
     materializer: ClassVar[Materializer]
     view: ClassVar[str]
+    toast_column: ClassVar[str | None] = "description"  # sent once as an unchanged TOAST value
+
+    def row(self, seed: str) -> dict[str, Any]:
+        """A full row of the materializer's data columns, different for each seed word; every view
+        under test must hold something for it. The default fits `contract_materializer`'s table."""
+        return {"name": seed, "description": f"{seed} desc", "price": "1.00", "stock": len(seed)}
 
     def driver_env(self) -> dict[str, str]:
         """More environment for the drivers (a backend's settings, say); none by default."""
@@ -167,28 +162,25 @@ class ViewContract:
         self, toolkit_stack: Any, topic_factory: Any, materializer_factory: Any
     ) -> None:
         topic = topic_factory(f"{self.view}-contract")
-        self._produce(toolkit_stack, topic, FIRST)
-        # The executors' path: no batch is applied whole in the driver.
+        # The executors' path first: no batch is applied whole in the driver.
         first = materializer_factory.start(
             self.materializer, topic=topic, env={**self.driver_env(), ENV_SMALL_BATCH_ROWS: "0"}
         )
         try:
-            materializer_factory.wait_caught_up(first)
-            self._produce(toolkit_stack, topic, SECOND)
-            materializer_factory.wait_caught_up(first)
-            assert self._differences(first.plan) == []
-            planted = {**EXPECTED, "3": _held("brass")}
-            assert self._differences(first.plan, planted), f"{self.view}: verify missed a difference"
-            assert materializer_factory.stop(first) == 0
+            for batch in self._batches():  # each its own micro-batch: late ones meet held state
+                self._produce(toolkit_stack, topic, batch)
+                materializer_factory.wait_caught_up(first)
+            self._assert_exact(first.plan)
+            assert self._differences(first.plan, {}), f"{self.view}: verify agreed with an empty source"
+            assert materializer_factory.stop(first) == 0, f"{self.view}: the driver did not stop cleanly"
 
             # The whole topic again by a new checkpoint writing the same view, on the driver's path:
-            # nothing batch-keyed can help, only positions; a late create cannot resurrect entity 2.
-            self._produce(toolkit_stack, topic, LATE_CREATE)
+            # nothing batch-keyed can help, only positions.
             shutil.rmtree(first.plan.checkpoint)
             first.env.pop(ENV_SMALL_BATCH_ROWS)
             materializer_factory.wait_caught_up(materializer_factory.restart(first))
-            assert self._differences(first.plan) == []
-            assert materializer_factory.stop(first) == 0
+            self._assert_exact(first.plan)
+            assert materializer_factory.stop(first) == 0, f"{self.view}: the driver did not stop cleanly"
         finally:
             self.forget(first.plan)
 
@@ -196,7 +188,7 @@ class ViewContract:
         self, toolkit_stack: Any, topic_factory: Any, materializer_factory: Any, tmp_path: Path
     ) -> None:
         topic = topic_factory(f"{self.view}-contract-crash")
-        self._produce(toolkit_stack, topic, FIRST + SECOND)
+        self._produce(toolkit_stack, topic, [change for batch in self._batches() for change in batch])
         marker = tmp_path / "view-wrote"
         run = materializer_factory.start(
             self.materializer,
@@ -206,12 +198,15 @@ class ViewContract:
         try:
             self._wait_for(marker, run)
             materializer_factory.crash(run)
-            assert not (run.plan.checkpoint / "commits" / "0").exists()  # written, never committed
+            committed_first = (run.plan.checkpoint / "commits" / "0").exists()
+            assert not committed_first, f"{self.view}: the batch committed before the kill"
             materializer_factory.restart(run)  # the marker is there: the failpoint lets it pass
             materializer_factory.wait_caught_up(run)
-            assert (run.plan.checkpoint / "commits" / "0").exists()
-            assert self._differences(run.plan) == []
-            assert materializer_factory.stop(run) == 0
+            assert (run.plan.checkpoint / "commits" / "0").exists(), (
+                f"{self.view}: the re-run never committed"
+            )
+            self._assert_exact(run.plan)
+            assert materializer_factory.stop(run) == 0, f"{self.view}: the driver did not stop cleanly"
         finally:
             self.forget(run.plan)
 
@@ -222,10 +217,38 @@ class ViewContract:
         assert found, f"{plan.spec.name} keeps no view named {self.view!r}: {[v.name for v in plan.views()]}"
         return found[0]
 
-    def _differences(
-        self, plan: JobPlan, rows: Mapping[str, Mapping[str, str]] = EXPECTED
-    ) -> list[Difference]:
+    def _assert_exact(self, plan: JobPlan) -> None:
+        found = self._differences(plan, self._expected())
+        assert not found, f"{self.view} differs from the source: " + "; ".join(map(str, found))
+
+    def _differences(self, plan: JobPlan, rows: Mapping[str, Mapping[str, str]]) -> list[Difference]:
         return self._view_of(plan).verify(Truth(kind="cdc", rows=rows))
+
+    def _batches(self) -> list[list[tuple[bytes, bytes]]]:
+        kept = (self.toast_column,) if self.toast_column else ()
+        return [
+            [
+                debezium_change(1, 300, "c", self.row("walnut")),
+                debezium_change(2, 100, "c", self.row("linen")),
+                debezium_change(3, 600, "c", self.row("copper")),
+            ],
+            [
+                debezium_change(2, 500, "d", None),
+                debezium_change(1, 400, "u", self.row("oak"), unavailable=kept),  # the held value stays
+            ],
+            [
+                debezium_change(1, 200, "u", self.row("pine")),  # late: never wins
+                debezium_change(1, 300, "c", self.row("walnut")),  # a duplicate, late too
+                debezium_change(2, 50, "c", self.row("resurrected")),  # older than the delete
+            ],
+        ]
+
+    def _expected(self) -> dict[str, dict[str, str]]:
+        """What the source says after `_batches`, every column as text."""
+        oak = self.row("oak")
+        if self.toast_column:
+            oak[self.toast_column] = self.row("walnut")[self.toast_column]
+        return {"1": _as_text(oak), "3": _as_text(self.row("copper"))}
 
     @staticmethod
     def _produce(stack: Any, topic: str, records: list[tuple[bytes, bytes]]) -> None:

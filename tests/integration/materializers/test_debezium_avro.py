@@ -214,7 +214,9 @@ def test_unfit_refused_unknown_and_undecodable_records_are_error_rows(spark: Any
             "connect.name": "org.apache.kafka.connect.data.Decimal"}  # fmt: skip
     schemas = {7001: envelope_schema(wide), 7002: envelope_schema({"type": "long"})}
     key = json.dumps({"id": 1}).encode()  # a JSON key beside an Avro value: read record by record,
-    decoder = decoder_of("n int")  # once the decoder has met JSON (the job tells it: DebeziumDecoder.meet_json)
+    decoder = decoder_of(
+        "n int"
+    )  # once the decoder has met JSON (the job tells it: DebeziumDecoder.meet_json)
     decoder.meet_json()
 
     def change(sid: int, n: Any) -> bytes:

@@ -16,12 +16,12 @@ from search_backends import BACKENDS, SearchBackend, require_opensearch
 from materializers.catalog import lookup
 from materializers.cli import main
 from materializers.decode import positions
+from materializers.errors import MappingConflict
 from materializers.ops import generations
 from materializers.ops.rebuild import retire
 from materializers.ops.verify import verify
 from materializers.plan import JobPlan
 from materializers.truth import Truth
-from materializers.errors import MappingConflict
 from materializers.views.search.opensearch import OpenSearchIndex, OpenSearchView
 
 pytestmark = pytest.mark.integration

@@ -7,11 +7,25 @@ plugin's `materializer_factory` puts this directory on the driver's path).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import psycopg
 import pytest
+import redis
 from search_backends import require_opensearch
 
-from materializers import JobPlan, read_model
+from materializers import (
+    Difference,
+    DriverView,
+    JobPlan,
+    Reject,
+    TableBatch,
+    Truth,
+    ViewContext,
+    compare,
+    read_model,
+)
 from materializers.testing import ViewContract, contract_materializer
 
 pytestmark = pytest.mark.integration
@@ -59,3 +73,51 @@ class TestReadModel(ViewContract):
     def forget(self, plan: JobPlan) -> None:
         with psycopg.connect(plan.config.endpoints.pg_dsn, autocommit=True) as conn:
             conn.execute(f'DROP TABLE IF EXISTS "mv_{plan.spec.name}"')
+
+
+class Unguarded(DriverView):
+    """A view that writes every change it is handed, ignoring positions: it must fail the contract."""
+
+    name = "unguarded"
+
+    def __init__(self, redis_url: str, prefix: str) -> None:
+        self.client = redis.Redis.from_url(redis_url, decode_responses=True)
+        self.key = f"{prefix}#unguarded"
+
+    @classmethod
+    def for_job(cls, job: ViewContext) -> Unguarded:
+        return cls(job.config.endpoints.redis_url, job.redis_prefix)
+
+    def columns(self) -> tuple[str, ...]:
+        return ("entity", "op", "name")
+
+    def apply_table(self, batch: TableBatch) -> Sequence[Reject]:
+        for change in batch.table.to_pylist():
+            if change["op"] == "delete":
+                self.client.hdel(self.key, change["entity"])
+            else:
+                self.client.hset(self.key, change["entity"], change["name"])
+        return ()
+
+    def verify(self, truth: Truth) -> list[Difference]:
+        expected = {e: {"name": row["name"]} for e, row in truth.rows.items()}
+        return compare(
+            self.name, expected, {e: {"name": n} for e, n in self.client.hgetall(self.key).items()}
+        )
+
+
+UNGUARDED = contract_materializer("unguarded_contract", views=(Unguarded.for_job,))
+
+
+class UnguardedContract(ViewContract):  # not collected (no Test prefix): run by the test below
+    materializer = UNGUARDED
+    view = "unguarded"
+
+
+def test_a_view_that_ignores_positions_fails_the_contract(
+    toolkit_stack: Any, topic_factory: Any, materializer_factory: Any
+) -> None:
+    with pytest.raises(AssertionError, match="unguarded"):
+        UnguardedContract().test_changes_apply_once_in_position_order_and_a_replay_changes_nothing(
+            toolkit_stack, topic_factory, materializer_factory
+        )

@@ -9,10 +9,10 @@ import pytest
 
 from demo.run import DemoConfig, driver_args, stack_config
 from demo.search import SearchChoice, SearchReader, backend_from_env, stack_opensearch_url
+from materializers import SearchBackendUnavailable
 from materializers.cli import _parser
 from materializers.config import RunConfig
 from materializers.plan import JobPlan
-from materializers import SearchBackendUnavailable
 from shop.orders import ORDERS
 from shop.products import PRODUCTS
 
