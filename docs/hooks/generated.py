@@ -6,7 +6,7 @@
   environment against (`kafkakit.environment` and each package's `environment` module).
 - `performance/index.md` and `performance/results/*.md`: the current results, from whatever benchmark
   JSON (and the Markdown beside it) lies under `bench/results/` at build time.
-- the measurement history's tail: `bench/results/**/history.md`, appended to `performance/history.md`.
+- the measurement history, `bench/results/history.md` (the one history), shown in `performance/history.md`.
 
 `tests/unit/docs/test_generated_reference.py` checks the references against the parsers and tables.
 """
@@ -243,8 +243,9 @@ def _neutralise_links(markdown: str) -> str:
 
 
 def bench_history() -> str:
-    found = sorted(RESULTS.rglob("history.md")) if RESULTS.is_dir() else []
-    return "\n\n".join(_neutralise_links(p.read_text()) for p in found)
+    """The one measurement history, its links (into bench/, outside the site) kept as text."""
+    history = RESULTS / "history.md"
+    return _neutralise_links(history.read_text()) if history.is_file() else ""
 
 
 # ---- the mkdocs hook -----------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ def test_readme_is_a_product_page() -> None:
 
 def test_readme_holds_no_dated_measurements() -> None:
     dated = [line for line in README.read_text().splitlines() if re.search(r"\b20\d\d-\d\d-\d\d\b", line)]
-    assert not dated, f"dated measurements belong in docs/performance/history.md: {dated}"
+    assert not dated, f"dated measurements belong in bench/results/history.md: {dated}"
 
 
 def test_readme_links_resolve() -> None:
