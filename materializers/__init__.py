@@ -29,9 +29,11 @@ package and must not pay for the rest):
   `SourceUnavailable`, `CheckpointMismatch`.
 
 Also public: `materializers.aggregates` (aggregate views), `materializers.testing` (the view
-contract suite, and what a test reads of a running job) and `materializers.config` (the run's
-configuration and its environment variables). Every other module (the sub-packages `decode`, `spark`,
-`runtime`, `ops`, `views`) is internal and may move without notice: import from these.
+contract suite, and what a test reads of a running job), `materializers.config` (the run's
+configuration and its environment variables) and `materializers.environment` (the table of those
+variables). Every other module is internal and may move without notice: the sub-packages (`decode`,
+`spark`, `runtime`, `ops`, `views`) and the top-level modules behind the names above (`view`, `plan`,
+`materializer`, `launch`, `catalog`, `truth`, `errors`, `cli`); import from the public ones.
 """
 
 from __future__ import annotations
