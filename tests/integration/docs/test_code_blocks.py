@@ -1,13 +1,17 @@
 """The README's and the docs' runnable code blocks run against the stack (docs/hooks/codeblocks.py
 says which are): a page's Python blocks together, in order, as one script, as a reader would paste
 them; each shell block with `bash -euo pipefail` from the checkout, the venv's commands first on PATH.
-Each must exit 0. What the README's examples create (names starting readme-/readme_) is removed after."""
+Each must exit 0, and a `print(...)  # shown` line must print what its comment shows, in order.
+What the README's examples create (names starting readme-/readme_) is removed after."""
 
 from __future__ import annotations
 
+import ast
+import io
 import os
 import subprocess
 import sys
+import tokenize
 from collections.abc import Iterator
 
 import httpx
@@ -27,6 +31,50 @@ SHELL_BLOCKS = [b for p in pages() for b in blocks(p) if b.runnable and b.langua
 def environment(stack: StackHandle) -> dict[str, str]:
     path = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}"
     return {**os.environ, **stack.endpoints.as_env(), "PYTHONUNBUFFERED": "1", "PATH": path}
+
+
+def shown(script: str) -> list[str]:
+    """What the script's `print(...)  # shown` statements say they print, in order (pure): the comment
+    on the line that closes each print call at the top level or in a `with` block."""
+    comments = {
+        tok.start[0]: tok.string.lstrip("#").strip()
+        for tok in tokenize.generate_tokens(io.StringIO(script).readline)
+        if tok.type == tokenize.COMMENT
+    }
+    found = []
+    for node in _straight_line(ast.parse(script).body):
+        call = node.value if isinstance(node, ast.Expr) else None
+        is_print = isinstance(call, ast.Call) and getattr(call.func, "id", "") == "print"
+        if is_print and (comment := comments.get(node.end_lineno or 0)):
+            found.append(comment)
+    return found
+
+
+def _straight_line(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements run once, in order: the top level and the bodies of `with` blocks."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.With):
+            yield from _straight_line(node.body)
+
+
+def missing_output(stdout: str, expected: list[str]) -> list[str]:
+    """The expected tails that no later line of `stdout` ends with, matched in order (pure)."""
+    lines, missing, at = stdout.splitlines(), [], 0
+    for tail in expected:
+        hit = next((i for i in range(at, len(lines)) if lines[i].rstrip().endswith(tail)), None)
+        if hit is None:
+            missing.append(tail)
+        else:
+            at = hit + 1
+    return missing
+
+
+def test_shown_output_is_read_from_print_comments() -> None:
+    script = 'print("a", 1)  # 1\nwith open(".") as f:\n    print(\n        "b"\n    )  # b\nfor x in []:\n    print(x)  # x\n'
+    assert shown(script) == ["1", "b"]
+    assert missing_output("a 1\nnoise\nb\n", ["1", "b"]) == []
+    assert missing_output("b\na 1\n", ["1", "b"]) == ["b"]  # in order
 
 
 @pytest.fixture
@@ -68,6 +116,8 @@ def test_python_blocks_run(page, toolkit_stack: StackHandle, readme_leftovers: N
     assert done.returncode == 0, (
         f"{page.name} exited {done.returncode}:\n{done.stdout}\n{done.stderr[-4000:]}"
     )
+    missing = missing_output(done.stdout, shown(script))
+    assert not missing, f"{page.name} did not print what its comments show: {missing}\n{done.stdout}"
 
 
 @pytest.mark.parametrize("block", SHELL_BLOCKS, ids=[str(b) for b in SHELL_BLOCKS])
