@@ -17,12 +17,14 @@ help: ## list the targets
 prerequisites: ## install the missing Debian packages (Java, Maven, Postgres 15, Redis) when root
 	@bash docker/prerequisites.sh
 
-$(STAMP): pyproject.toml examples/shop/pyproject.toml
+$(STAMP): pyproject.toml examples/shop/pyproject.toml examples/inventory/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
 	# the demo's shop (Order aggregate, products/orders materializers): a plug-in, as a user's would be
 	$(BIN)/pip install -q --no-deps -e examples/shop
+	# the inventory example (its Stock aggregate and low-stock view): the guides' examples import it
+	$(BIN)/pip install -q --no-deps -e examples/inventory
 	touch $(STAMP)
 
 venv: prerequisites $(STAMP) ## create .venv and install the toolkit with its pinned dependencies

@@ -38,15 +38,18 @@ def running(processor: CommandProcessor[Any]) -> Iterator[CommandProcessor[Any]]
 
 
 def drop(prefix: str) -> None:
-    """Delete the Kafka topics and the registry subjects named `<prefix>.*` (a store's are)."""
+    """Delete the Kafka topics and the registry subjects named `<prefix>.*` (a store's are; a
+    connector's too, with its heartbeat topic `__debezium-heartbeat.<prefix>`)."""
+    heartbeat = f"__debezium-heartbeat.{prefix}"
     admin = AdminClient({"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"]})
-    topics = [t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{prefix}.")]
+    listed = admin.list_topics(timeout=10).topics
+    topics = [t for t in listed if t.startswith(f"{prefix}.") or t == heartbeat]
     for future in (admin.delete_topics(topics) if topics else {}).values():
         future.exception(30)
     registry = os.environ["SCHEMA_REGISTRY_URL"].rstrip("/")
     with httpx.Client(timeout=10) as http:
         for subject in http.get(f"{registry}/subjects").json():
-            if subject.startswith(f"{prefix}."):
+            if subject.startswith((f"{prefix}.", f"{heartbeat}-")):
                 http.delete(f"{registry}/subjects/{subject}")  # soft, then for good
                 http.delete(f"{registry}/subjects/{subject}", params={"permanent": "true"})
 

@@ -2,7 +2,8 @@
 says which are): a page's Python blocks together, in order, as one script, as a reader would paste
 them; each shell block with `bash -euo pipefail` from the checkout, the venv's commands first on PATH.
 Each must exit 0, and a `print(...)  # shown` line must print what its comment shows, in order.
-What the README's examples create (names starting readme-/readme_) is removed after."""
+What the README's and the guides' blocks create (names starting readme- or guide-, or with _) is
+removed after."""
 
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def test_shown_output_is_read_from_print_comments() -> None:
 
 
 @pytest.fixture
-def readme_leftovers(toolkit_stack: StackHandle) -> Iterator[None]:
+def leftovers(toolkit_stack: StackHandle) -> Iterator[None]:
     yield
     env = toolkit_stack.endpoints
     with httpx.Client(timeout=30) as http:
@@ -94,7 +95,8 @@ def readme_leftovers(toolkit_stack: StackHandle) -> Iterator[None]:
     admin = AdminClient(
         {"bootstrap.servers": env.kafka_bootstrap_servers, **env.kafka_client.librdkafka_settings()}
     )
-    topics = [t for t in admin.list_topics(timeout=10).topics if t.startswith(("readme-", "readme_"))]
+    made = ("readme-", "readme_", "guide-", "__debezium-heartbeat.readme_")
+    topics = [t for t in admin.list_topics(timeout=10).topics if t.startswith(made)]
     for future in (admin.delete_topics(topics) if topics else {}).values():
         future.exception(30)
     with redis.Redis.from_url(env.redis_url) as cache:
@@ -103,7 +105,7 @@ def readme_leftovers(toolkit_stack: StackHandle) -> Iterator[None]:
 
 
 @pytest.mark.parametrize("page", PYTHON_PAGES, ids=[str(p.relative_to(REPO)) for p in PYTHON_PAGES])
-def test_python_blocks_run(page, toolkit_stack: StackHandle, readme_leftovers: None, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_python_blocks_run(page, toolkit_stack: StackHandle, leftovers: None, tmp_path) -> None:  # type: ignore[no-untyped-def]
     script = "\n\n".join(b.body for b in blocks(page) if b.runnable and b.language == "python")
     done = subprocess.run(
         [sys.executable, "-c", script],

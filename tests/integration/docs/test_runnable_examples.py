@@ -19,6 +19,13 @@ pytestmark = pytest.mark.integration
 EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples"
 # script -> lines (regular expressions) its standard output must hold, in this order
 EXPECTED = {
+    "cdc_capture.py": [
+        r"^created: True$",
+        r"^READ A: on_hand 10, price Decimal\('2\.50'\)$",
+        r"^READ B: on_hand 2, price Decimal\('19\.99'\)$",
+        r"^UPDATE B: on_hand 1, price Decimal\('19\.99'\)$",
+        r"^DELETE A$",
+    ],
     "event_store.py": [
         r"^topics: \S+\.events created, .*\.snapshots created$",
         r"^placed: version 3$",
