@@ -163,7 +163,7 @@ _UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes"}
 
 
 def normalize_trigger(text: str) -> str:
-    """`1s`, `500ms`, `2m` or Spark's own `1 second` -> Spark's processingTime string."""
+    """`1s`, `500ms`, `2m` or Spark's own `1 second`, as Spark's processingTime string."""
     value = text.strip().lower()
     for suffix in ("ms", "s", "m"):
         number = value.removesuffix(suffix)
