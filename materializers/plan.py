@@ -117,7 +117,7 @@ class JobPlan:
         from Arrow (delta-rs), where the others turn it into Python values (the cache change by change,
         its field maps repeating every value, so a batch sized for the warehouse does not fit its heap;
         OpenSearch's documents from the batch's columns as lists; the Tantivy index a dict per change)
-        and a view of the spec's own may. The condition of driver_batch's byte-sized bound."""
+        and a view of the spec's own may. The condition of runtime/batch_size's byte-sized bound."""
         own = bool(self.spec.views) and (
             not self.config.views or any(v not in VIEWS for v in self.config.views)
         )

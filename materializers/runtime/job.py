@@ -54,8 +54,7 @@ from materializers.decode.event_shape import UNFRAMED_ID
 from materializers.errors import CheckpointMismatch, SourceUnavailable
 from materializers.plan import GENERATIONS_DIR as GENERATIONS_DIR
 from materializers.plan import JobPlan as JobPlan
-from materializers.runtime import batch_size as driver_batch
-from materializers.runtime import checkpoint, dead_letters, lifecycle, status
+from materializers.runtime import batch_size, checkpoint, dead_letters, lifecycle, status
 from materializers.runtime.kafka_topics import ensure_topic, topic_partitions
 from materializers.runtime.timeline import StepClock
 from materializers.view import FrameBatch, Reject, TableBatch, View, collect, event_date, split_refused
@@ -175,7 +174,7 @@ class Job:
 
     def __init__(self, spark: SparkSession, plan: JobPlan) -> None:
         self.spark = spark
-        sized = driver_batch.sized(plan.config, plan.topic, spark, warehouse_only=plan.warehouse_only())
+        sized = batch_size.sized(plan.config, plan.topic, spark, warehouse_only=plan.warehouse_only())
         self.plan = plan = replace(plan, config=sized)
         self.views: list[View] = plan.views()
         self.schemas = WriterSchemas(
@@ -202,7 +201,7 @@ class Job:
     def small_batch_rows(self) -> int:
         """Records a batch applied whole from the driver holds at most (sized in `__init__`)."""
         rows = self.plan.config.small_batch_rows
-        assert rows is not None, "driver_batch.sized resolves auto"
+        assert rows is not None, "batch_size.sized resolves auto"
         return rows
 
     def prepare(self) -> None:

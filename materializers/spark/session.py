@@ -140,7 +140,7 @@ CHECKPOINT_FILES = {
 # A task's result past 1 MiB (Spark's spark.task.maxDirectResultSize), or past the RPC message bound
 # (spark.rpc.message.maxSize, 128 MiB), goes through the block manager: stored as a serialized block, then
 # fetched by the driver over its block transfer service, a loopback connection to itself in local mode. A
-# driver batch is sized to half of spark.driver.maxResultSize (`driver_batch`), so a task's Arrow result
+# driver batch is sized to half of spark.driver.maxResultSize (`runtime/batch_size`), so a task's Arrow result
 # reaches that share of it, far past both bounds for a backfill's batches, and the block manager's store and
 # fetch took a few times as long as a direct result. Local masters take every result up to the most both
 # bounds accept (2047 MiB) directly: the driver's executors are its own threads, the message is passed in
@@ -149,7 +149,7 @@ CHECKPOINT_FILES = {
 LOCAL_CONTEXT = {"spark.task.maxDirectResultSize": "2047m", "spark.rpc.message.maxSize": "2047"}
 # Spark's launcher gives a driver 1 GiB of heap (`spark.driver.memory`) whatever the host has. On a
 # local master that JVM is the whole application, tasks included, and a warehouse backfill's driver
-# batches are sized by its heap (`driver_batch`): in 1 GiB a backfill is cut into many small batches,
+# batches are sized by its heap (`runtime/batch_size`): in 1 GiB a backfill is cut into many small batches,
 # each MERGE rewriting the current table, where a larger heap takes a few large ones and finishes
 # sooner, for more resident memory in the JVM and the driver's Python. So a local driver's
 # heap follows the host as a JVM's own default does: a quarter of the memory the host, or the

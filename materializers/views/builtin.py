@@ -23,7 +23,7 @@ from materializers.truth import Difference, Truth, compare
 from materializers.view import split_refused
 from materializers.views.redis_cache import REJECT_DDL, RedisCache
 from materializers.views.search.tantivy import SearchIndex, latest_changes
-from materializers.views.warehouse import delta as delta_warehouse
+from materializers.views.warehouse import delta
 from materializers.views.warehouse.delta import HISTORY_COLUMNS, DeltaWarehouse
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ class WarehouseView:
             return compare(
                 f"{self.name}.current", truth.rows, current_rows(self.warehouse, self.data_columns)
             )
-        rows = delta_warehouse.query(
+        rows = delta.query(
             self.warehouse.history_path,
             "SELECT count(*) AS n, count(DISTINCT entity || '/' || position) AS d FROM t",
         )
@@ -196,5 +196,5 @@ def as_text(row: Mapping[str, Any], columns: tuple[str, ...]) -> dict[str, str]:
 
 
 def current_rows(warehouse: DeltaWarehouse, data_columns: tuple[str, ...]) -> dict[str, dict[str, str]]:
-    rows = delta_warehouse.query(warehouse.current_path, "SELECT * FROM t WHERE NOT deleted")
+    rows = delta.query(warehouse.current_path, "SELECT * FROM t WHERE NOT deleted")
     return {str(r["entity"]): as_text(r, data_columns) for r in rows}

@@ -6,7 +6,7 @@ Tables under `root`:
 - `history/`: append-only, one row per (entity, position), partitioned by `event_date` (the UTC date
   of `event_ts`: `view.event_date`); a data column the source did not send (an unchanged TOAST value,
   named in the change's `keep_fields`) is null there: "not sent by the source", not "set to null".
-Both are created from the driver by delta-rs (`delta_driver.create_table`: the log Spark's CREATE TABLE
+Both are created from the driver by delta-rs (`delta_rs.create_table`: the log Spark's CREATE TABLE
 writes, without a cold JVM's seconds before a fresh job's first batch).
 Commit order for a micro-batch (driver; Spark commits the checkpoint only after all of them):
 1. history: drop (entity, position) pairs already in the table (`written`: only the batch's dates,
@@ -63,7 +63,7 @@ from materializers.decode.changes import (
 )
 from materializers.view import event_date
 from materializers.views.background import Background
-from materializers.views.warehouse import delta_rs as delta_driver
+from materializers.views.warehouse import delta_rs
 from materializers.views.warehouse.delta_rs import Bounds
 
 if TYPE_CHECKING:
@@ -86,8 +86,8 @@ class DeltaWarehouse:
     # The highest position in history as far as this writer knows; read from the table on first use.
     _ceiling: str | None = field(default=None, init=False, repr=False)
     _ceiling_read: bool = field(default=False, init=False, repr=False)
-    _driver_tables: dict[str, delta_driver.DriverTable] = field(default_factory=dict, init=False, repr=False)
-    _compacted: dict[str, delta_driver.DriverTable] = field(default_factory=dict, init=False, repr=False)
+    _driver_tables: dict[str, delta_rs.DriverTable] = field(default_factory=dict, init=False, repr=False)
+    _compacted: dict[str, delta_rs.DriverTable] = field(default_factory=dict, init=False, repr=False)
     _compactor: Background = field(
         default_factory=lambda: Background("delta-compaction"), init=False, repr=False
     )
@@ -105,7 +105,7 @@ class DeltaWarehouse:
         """The current rows of these entities (deleted ones left out), read with `deltalake`."""
         if not entities:
             return {}
-        wanted = ", ".join(delta_driver.literal(e) for e in entities)
+        wanted = ", ".join(delta_rs.literal(e) for e in entities)
         rows = query(self.current_path, f"SELECT * FROM t WHERE NOT deleted AND entity IN ({wanted})")
         return {str(r["entity"]): r for r in rows}
 
@@ -114,9 +114,9 @@ class DeltaWarehouse:
         # Spark's CREATE TABLE IF NOT EXISTS (which would change nothing) analysed and read each
         # table's log on a cold JVM before the first batch could start.
         if self.current and not _has_log(self.current_path):
-            delta_driver.create_table(spark, self.current_path, f"{STATE_DDL}, {self.data_ddl}")
+            delta_rs.create_table(spark, self.current_path, f"{STATE_DDL}, {self.data_ddl}")
         if not _has_log(self.history_path):
-            delta_driver.create_table(
+            delta_rs.create_table(
                 spark, self.history_path, f"{HISTORY_DDL}, {self.data_ddl}, event_date date", ("event_date",)
             )
 
@@ -236,10 +236,10 @@ class DeltaWarehouse:
                 inserted=["entity", "position", "deleted", "updated_at", *data_columns],
             )
 
-    def _driver_table(self, path: str) -> delta_driver.DriverTable:
+    def _driver_table(self, path: str) -> delta_rs.DriverTable:
         """The delta-rs handle of one of the tables (opened on first use, then kept)."""
         if path not in self._driver_tables:
-            self._driver_tables[path] = delta_driver.DriverTable(path)
+            self._driver_tables[path] = delta_rs.DriverTable(path)
         return self._driver_tables[path]
 
     def _may_hold(self, spark: SparkSession, low: str | None) -> bool:
@@ -342,7 +342,7 @@ class DeltaWarehouse:
 
     def _compact_in_driver(self) -> None:
         for path in self._paths():
-            table = self._compacted.setdefault(path, delta_driver.DriverTable(path))
+            table = self._compacted.setdefault(path, delta_rs.DriverTable(path))
             if path == self.current_path:
                 with self._current_lock:
                     table.compact()
@@ -372,8 +372,8 @@ class Dialect(NamedTuple):
 
 SPARK = Dialect(lambda a, c: f"{a}.`{c}`", lambda a, s, f: f"{a}.{s}.`{f}`")
 DATAFUSION = Dialect(
-    lambda a, c: f"{a}.{delta_driver.quoted(c)}",
-    lambda a, s, f: f"{a}.{s}[{delta_driver.literal(f)}]",
+    lambda a, c: f"{a}.{delta_rs.quoted(c)}",
+    lambda a, s, f: f"{a}.{s}[{delta_rs.literal(f)}]",
 )
 
 

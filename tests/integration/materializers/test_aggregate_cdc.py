@@ -25,8 +25,7 @@ from materializers.aggregates.job import AggregateJob, table_path
 from materializers.aggregates.verify import verify_aggregate
 from materializers.errors import IncompleteHistory
 from materializers.plan import JobPlan
-from materializers.runtime import driver_loop as runner
-from materializers.runtime import status
+from materializers.runtime import driver_loop, status
 from materializers.views.warehouse.delta import query
 
 pytestmark = pytest.mark.integration
@@ -212,7 +211,7 @@ def test_taking_back_a_row_never_added_stops_the_view(
     plan = started(spark, table, run_config, endpoints, (1, "north", 10, 0.5))
     before = {"id": 9, "region": "north", "amount": 3, "created_at": at(5).isoformat()}
     produce_change(producer, table.topic, 9, {"before": before, "after": None, "op": "d"})
-    code = runner.run([AggregateJob(spark, plan)], parse_start("earliest"), available_now=True)
+    code = driver_loop.run([AggregateJob(spark, plan)], parse_start("earliest"), available_now=True)
     final = status.read(plan.job_dir)
     assert code != 0 and final is not None and "IncompleteHistory" in (final.last_error or "")
     assert "fewer than 0 rows" in (final.last_error or "")

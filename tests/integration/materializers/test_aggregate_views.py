@@ -1,7 +1,7 @@
 """Aggregate views on the real stack: order events -> windowed aggregate (Spark state) -> Delta MERGE.
 
 Event time is the envelope's `timestamp` header. One partition, so batch order is record order; each
-`drive` is one driver run (`runner.run`, availableNow): a later run is a restart from the checkpoint,
+`drive` is one driver run (`driver_loop.run`, availableNow): a later run is a restart from the checkpoint,
 whose watermark the previous run's batches advanced.
 """
 
@@ -29,8 +29,7 @@ from materializers.catalog import lookup
 from materializers.decode.avro_events import NOT_KNOWN
 from materializers.errors import StateIncompatible
 from materializers.plan import JobPlan
-from materializers.runtime import driver_loop as runner
-from materializers.runtime import status
+from materializers.runtime import driver_loop, status
 from materializers.views.warehouse.delta import query
 from shop.sku_per_minute import SKU_PER_MINUTE_VIEW
 
@@ -80,7 +79,7 @@ def drive(spark: Any, plan: JobPlan, start: str = "earliest") -> status.JobStatu
     code: list[int] = []
     thread = threading.Thread(
         target=lambda: code.append(
-            runner.run([AggregateJob(spark, plan)], parse_start(start), available_now=True)
+            driver_loop.run([AggregateJob(spark, plan)], parse_start(start), available_now=True)
         )
     )
     thread.start()
@@ -282,7 +281,7 @@ def test_changed_window_refused(spark: Any, lines: Lines, run_config: Any) -> No
     code: list[int] = []
     thread = threading.Thread(
         target=lambda: code.append(
-            runner.run([AggregateJob(spark, wider)], parse_start("earliest"), available_now=True)
+            driver_loop.run([AggregateJob(spark, wider)], parse_start("earliest"), available_now=True)
         )
     )
     thread.start()

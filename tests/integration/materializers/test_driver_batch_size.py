@@ -11,7 +11,7 @@ import pytest
 
 from kafkakit.clients import make_producer
 from materializers.config import DRIVER_ROWS
-from materializers.runtime import batch_size as driver_batch
+from materializers.runtime import batch_size
 from materializers.runtime.job import Job, JobPlan, batch_cap
 from materializers.spark import session as spark_session
 from shop.products import PRODUCTS
@@ -26,7 +26,7 @@ def produce(producer: Any, topic: str, sizes: list[int]) -> None:
 
 
 def sampled(endpoints: Any, topic: str) -> float | None:
-    return driver_batch.record_bytes(
+    return batch_size.record_bytes(
         endpoints.kafka_bootstrap_servers, topic, client_config=endpoints.kafka_client
     )
 
@@ -35,14 +35,14 @@ def test_auto_sizes_the_bound_from_the_newest_records_and_the_driver_memory(
     spark: Any, topics: Any, producer: Any, run_config: Any, endpoints: Any
 ) -> None:
     topic = topics("mat-size")
-    produce(producer, topic, [5_000] * 10 + [1_000] * driver_batch.SAMPLE)  # older, larger ones left out
+    produce(producer, topic, [5_000] * 10 + [1_000] * batch_size.SAMPLE)  # older, larger ones left out
     assert sampled(endpoints, topic) == 1_000
     job = Job(spark, JobPlan.of(PRODUCTS, run_config(topic=topic, views="warehouse")))
     # an eighth of the session's heap (a quarter of this host's memory), at most half of
     # maxResultSize (Spark's default 1 GiB)
     heap = spark_session.driver_heap(spark)
-    assert driver_batch.budget(spark) == min(heap // 8, 1 << 29)
-    expected = driver_batch.budget(spark) // (1_000 + driver_batch.ROW_OVERHEAD)
+    assert batch_size.budget(spark) == min(heap // 8, 1 << 29)
+    expected = batch_size.budget(spark) // (1_000 + batch_size.ROW_OVERHEAD)
     assert expected > 106_861  # what Spark's 1 GiB heap gave
     assert job.small_batch_rows == job.plan.config.warehouse_driver_rows == expected
     assert job.plan.warehouse().driver_rows == expected

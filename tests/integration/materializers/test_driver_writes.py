@@ -14,7 +14,7 @@ import pytest
 from deltalake import DeltaTable
 from test_unique_entities import frame
 
-from materializers.views.warehouse import delta_rs as delta_driver
+from materializers.views.warehouse import delta_rs
 from materializers.views.warehouse.delta import HISTORY_DDL, DeltaWarehouse, query
 from shop.products import COLUMNS, DATA_DDL
 
@@ -115,7 +115,7 @@ def test_a_batch_cut_in_one_table_is_finished_once(
         raise RuntimeError(f"driver killed in the {cut}")
 
     with monkeypatch.context() as patched:
-        patched.setattr(delta_driver.DriverTable, cut, crash)
+        patched.setattr(delta_rs.DriverTable, cut, crash)
         with pytest.raises(RuntimeError, match=cut):
             write(spark, made, 1, in_driver=True)
     history, current = tables(made)
@@ -161,14 +161,14 @@ def test_a_background_compaction_beside_the_next_batches_loses_and_doubles_nothi
     for batch_id in range(2):
         write(spark, made, batch_id, in_driver=True)
         write(spark, twin, batch_id, in_driver=True)
-    original, released = delta_driver.DriverTable.compact, threading.Event()
+    original, released = delta_rs.DriverTable.compact, threading.Event()
 
-    def held_back(table: delta_driver.DriverTable) -> None:  # runs once the test lets it
+    def held_back(table: delta_rs.DriverTable) -> None:  # runs once the test lets it
         if not released.wait(30):
             raise TimeoutError("optimize() waited for its own compaction")
         original(table)
 
-    monkeypatch.setattr(delta_driver.DriverTable, "compact", held_back)
+    monkeypatch.setattr(delta_rs.DriverTable, "compact", held_back)
     made.optimize(spark, 3)  # returns while its compaction waits
     made.optimize(spark, 3)  # that one still runs: this round is skipped, not queued
     write(spark, made, 2, in_driver=True)
@@ -191,10 +191,10 @@ def test_a_failed_background_compaction_is_raised_by_the_next_round(
     made = warehouse(spark, tmp_path / "broken")
     write(spark, made, 0, in_driver=True)
 
-    def broken(_table: delta_driver.DriverTable) -> None:
+    def broken(_table: delta_rs.DriverTable) -> None:
         raise OSError("No space left on device")
 
-    monkeypatch.setattr(delta_driver.DriverTable, "compact", broken)
+    monkeypatch.setattr(delta_rs.DriverTable, "compact", broken)
     made.optimize(spark, 3)
     with pytest.raises(OSError, match="No space left"):
         for _ in range(200):  # a round that finds the failed one still running skips; the next raises
@@ -233,7 +233,7 @@ def first_commit(table: Path) -> dict[str, Any]:
 )  # fmt: skip
 def test_a_new_table_is_the_one_spark_creates(spark: Any, tmp_path: Path, ddl: str, engine: str) -> None:
     spark.sql(f"CREATE TABLE delta.`{tmp_path / 'spark'}` ({ddl}) USING DELTA PARTITIONED BY (event_date)")
-    delta_driver.create_table(spark, str(tmp_path / "made"), ddl, ("event_date",))
+    delta_rs.create_table(spark, str(tmp_path / "made"), ddl, ("event_date",))
 
     made, by_spark = first_commit(tmp_path / "made"), first_commit(tmp_path / "spark")
     assert made.pop("engine") == engine
@@ -247,7 +247,7 @@ def test_an_existing_table_is_left_as_it_is(spark: Any, tmp_path: Path) -> None:
     write(spark, made, 0, in_driver=True)
     before = versions(made), tables(made)
 
-    delta_driver.create_table(spark, made.history_path, "other string", ("other",))
+    delta_rs.create_table(spark, made.history_path, "other string", ("other",))
     made.ensure_tables(spark)
 
     assert (versions(made), tables(made)) == before

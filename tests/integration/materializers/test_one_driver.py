@@ -11,8 +11,7 @@ import pytest
 from records import debezium, produce
 
 from kafkakit.positions import parse_start
-from materializers.runtime import driver_loop as runner
-from materializers.runtime import lifecycle, status
+from materializers.runtime import driver_loop, lifecycle, status
 from materializers.runtime.job import Job, JobPlan
 from shop.products import PRODUCTS
 
@@ -53,7 +52,7 @@ def test_a_failing_query_leaves_the_other_running(
 
     jobs[1].process_batch = boom  # type: ignore[method-assign]
     code: list[int] = []
-    driver = threading.Thread(target=lambda: code.append(runner.run(jobs, parse_start("earliest"))))
+    driver = threading.Thread(target=lambda: code.append(driver_loop.run(jobs, parse_start("earliest"))))
     driver.start()
     try:
         wait_for(

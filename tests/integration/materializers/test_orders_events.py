@@ -13,8 +13,7 @@ from test_one_driver import wait_for
 
 from kafkakit.positions import parse_start
 from materializers.ops.verify import verify
-from materializers.runtime import driver_loop as runner
-from materializers.runtime import lifecycle, timeline
+from materializers.runtime import driver_loop, lifecycle, timeline
 from materializers.runtime.job import Job, JobPlan
 from materializers.views.warehouse.delta import query
 from shop.orders import ORDERS
@@ -145,7 +144,7 @@ def test_a_running_driver_restarts_its_query_to_decode_a_new_writer_schema(
         return {int.from_bytes(value[1:5], "big") for _, value, _ in records}
 
     code: list[int] = []
-    driver = threading.Thread(target=lambda: code.append(runner.run([job], parse_start("earliest"))))
+    driver = threading.Thread(target=lambda: code.append(driver_loop.run([job], parse_start("earliest"))))
     driver.start()
     try:
         created = send(events.record("r-1", 1, "order.created", order_id="r-1", customer_id="c-1"))

@@ -17,7 +17,7 @@ from kafkakit.positions import parse_start
 from materializers.catalog import lookup
 from materializers.errors import ViewUnavailable
 from materializers.ops.verify import verify
-from materializers.runtime import driver_loop as runner
+from materializers.runtime import driver_loop
 from materializers.runtime.job import Job, JobPlan
 from materializers.truth import Difference, Truth, compare
 from materializers.view import DriverView, Reject, TableBatch
@@ -129,10 +129,10 @@ def test_a_user_view_beside_the_cache_on_both_paths(
         producer.produce(topic, key=key, value=value, headers=headers)
     producer.flush()
     before = {e: dict(s) for e, s in state.items()}
-    code: list[int] = []  # runner.run in a thread, as a driver runs it, leaves pytest's signal handlers
+    code: list[int] = []  # driver_loop.run in a thread, as a driver runs it, leaves pytest's signal handlers
     driver = threading.Thread(
         target=lambda: code.append(
-            runner.run([Job(spark, plan)], parse_start("earliest"), available_now=True)
+            driver_loop.run([Job(spark, plan)], parse_start("earliest"), available_now=True)
         )
     )
     driver.start()
