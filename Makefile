@@ -9,7 +9,15 @@ STAMP := $(VENV)/.installed
 # The local stack runs OpenSearch too (the search view's second backend; its tests need it): about
 # 350 MB and 10 s of CPU at start. STACK_OPENSEARCH=0 leaves it out.
 export STACK_OPENSEARCH ?= 1
-.PHONY: help prerequisites venv fetch connect-plugin up down status up-cluster down-cluster test-cluster lint unit integration docs test demo bench clean
+# `make test` and `make demo` run the services as local processes even where a Docker engine answers (the
+# containers have targets of their own), so a run does not change backend with the machine.
+export TOOLKIT_STACK ?= local
+# The integration suites `make test-containers` runs on containers: every package's, the plugin's own
+# fixtures and the example project. The local-process runner (stack/test_lifecycle.py), the secured
+# listener (security/), the docs and the bench harness stay with `make test`.
+CONTAINER_SUITES ?= tests/integration/containers tests/integration/stack/test_plugin_fixtures.py tests/integration/stack/test_cdc_round_trip.py \
+	tests/integration/cdc tests/integration/eventstore tests/integration/materializers tests/integration/examples
+.PHONY: help prerequisites venv fetch connect-plugin up down status up-cluster down-cluster test-cluster lint unit integration docs test demo bench clean images test-containers containers-suite demo-compose
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -65,16 +73,30 @@ unit: venv ## unit tests only (no services)
 	$(BIN)/pytest -m "not integration" tests
 
 integration: fetch ## integration tests only (starts or reuses the stack)
-	$(BIN)/pytest -m "integration and not cluster" tests
+	$(BIN)/pytest -m "integration and not cluster and not containers" tests
 
 docs: venv ## build the documentation site into site/ (mkdocs --strict: a broken link or a missing page fails)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 test: fetch lint docs ## everything but the cluster's fault matrix: lint, the docs build, unit and integration tests against the real stack
-	$(BIN)/pytest -m "not cluster" tests
+	$(BIN)/pytest -m "not cluster and not containers" tests
 
 demo: fetch ## the main job: the whole pipeline end to end on the real stack
 	$(BIN)/python -m demo.run
+
+images: fetch ## build the container images here from the cached artefacts (starts dockerd if none answers; only what changed)
+	bash docker/engine.sh $(BIN)/devstack images build
+
+test-containers: fetch ## the integration suites on containers (testcontainers): starts dockerd if none answers, builds missing images
+	bash docker/engine.sh $(MAKE) --no-print-directory containers-suite
+
+containers-suite: # (inside test-containers, with an engine answering)
+	$(BIN)/devstack images build
+	$(BIN)/devstack containers prune
+	TOOLKIT_STACK=containers $(BIN)/pytest -m "integration and not cluster" $(CONTAINER_SUITES)
+
+demo-compose: fetch ## the demo against docker/compose.yaml on the images built here; `docker-compose down -v` after
+	BIN=$(BIN) bash docker/engine.sh bash docker/demo-compose.sh
 
 bench: fetch ## every benchmark scenario side by side with its baseline (python -m bench list); QUICK=1 for small sizes (a few minutes)
 	$(BIN)/python -m bench run --size $(if $(QUICK),quick,full)

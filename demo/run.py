@@ -44,6 +44,7 @@ from demo.environment import CHECKED
 from demo.report import Summary, print_summary, print_time_spent, write_report
 from demo.search import SearchChoice, SearchReader, backend_from_env, drop_indices, stack_opensearch_url
 from devstack.config import StackConfig
+from devstack.errors import StackError
 from devstack.session import StackHandle, open_stack
 from eventstore.config import StoreConfig
 from kafkakit.clients import make_consumer
@@ -154,7 +155,8 @@ def capture_shop(stack: StackHandle, cfg: DemoConfig, cleanup: ExitStack) -> Con
         shop.create(stack.pg_dsn, cfg.schema, cfg.count(1000, 60), cfg.count(500, 20))
     spec = ConnectorSpec(
         name=f"demo-shop-{cfg.run_id}",
-        database=DatabaseSpec.from_dsn(stack.pg_dsn),
+        # Postgres as the Connect worker reaches it (in containers: by its network name).
+        database=DatabaseSpec.from_dsn(stack.connect_view.pg_dsn),
         topic_prefix=f"demo{cfg.run_id}",
         tables=tuple(f"{cfg.schema}.{t}" for t in ("customers", "products", "inventory")),
         # The default format, Avro: the smallest and fastest typed records (bench/results/cdc-formats.md),
@@ -167,7 +169,7 @@ def capture_shop(stack: StackHandle, cfg: DemoConfig, cleanup: ExitStack) -> Con
     with step(
         f"Debezium connector {spec.name} registered with cdc ({spec.format} records), snapshot complete"
     ):
-        run_preflight(spec)
+        run_preflight(replace(spec, database=DatabaseSpec.from_dsn(stack.pg_dsn)))  # checked from here
         connect.apply(spec.name, spec.to_config())
         if not cfg.keep:
             cleanup.callback(lambda: _release_connector(stack, connect, spec))
@@ -577,7 +579,12 @@ def main(argv: list[str] | None = None) -> int:
     # file, beside the processor's and the materializers' logs; see kafkakit.logs.
     configure_demo_logging(cfg.report_dir / "logs" / "demo.log")
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    with open_stack(stack_config(cfg), keep_started=cfg.keep) as stack:
+    with ExitStack() as resources:
+        try:
+            stack = resources.enter_context(open_stack(stack_config(cfg), keep_started=cfg.keep))
+        except StackError as exc:  # a backend that cannot run here: its cause and fix, not a traceback
+            console.print(f"[red]error:[/red] {exc}")
+            return 2
         summary = run(stack, cfg)
         print_summary(console, summary)
         print_time_spent(console, summary)

@@ -1,4 +1,4 @@
-"""`devstack up|down|status|fetch`: the local stack from the command line (what `make up` runs).
+"""`devstack up|down|status|fetch|images|containers`: the local stack from the command line (what `make up` runs).
 
 Exit codes: 0 ok; 1 a service is down (status) or did not become ready (up); 2 a prerequisite is
 missing or an artefact could not be fetched.
@@ -10,6 +10,8 @@ import argparse
 import json
 import logging
 import sys
+import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -18,7 +20,15 @@ from devstack import stack
 from devstack.artifacts import fetch_all
 from devstack.config import TOPOLOGIES, StackConfig
 from devstack.environment import VARIABLES
-from devstack.errors import ArtifactFetchFailed, PortTaken, PrerequisiteMissing, ServiceNotReady, StackError
+from devstack.errors import (
+    ArtifactFetchFailed,
+    ImageBuildFailed,
+    ImagesNotBuilt,
+    PortTaken,
+    PrerequisiteMissing,
+    ServiceNotReady,
+    StackError,
+)
 from kafkakit.environment import refuse_bad_settings
 from kafkakit.logs import configure_cli_logging
 from kafkakit.secrets import masked
@@ -91,6 +101,47 @@ def _fetch(_: StackConfig, __: argparse.Namespace) -> int:
     return 0
 
 
+def _images_build(_: StackConfig, args: argparse.Namespace) -> int:
+    from devstack import images
+
+    started = time.monotonic()
+    planned = images.build(fetch_all(), progress=console.print)
+    console.print(f"images ready in {time.monotonic() - started:.0f}s")
+    if args.env_file:
+        images.write_image_env(Path(args.env_file), planned)
+        console.print(f"image names for docker compose in {args.env_file}")
+    return 0
+
+
+def _images_list(_: StackConfig, args: argparse.Namespace) -> int:
+    from devstack import images
+    from devstack.artifacts import Artifacts, cache_root
+    from devstack.pins import Pins
+
+    client = images.docker_client()
+    planned = images.plan(Artifacts(cache_root(), Pins.load()), images.Base.from_machine())
+    table = Table(title="the stack's images", title_justify="left")
+    for column in ("image", "tag", "built", "size"):
+        table.add_column(column)
+    for name, image in planned.items():
+        present = images.image_exists(client, image.tag)
+        size = client.images.get(image.tag).attrs.get("Size", 0) if present else 0
+        table.add_row(
+            name, image.tag, "yes" if present else "NO", f"{size / 2**20:.0f} MiB" if present else "-"
+        )
+    console.print(table)
+    return 0 if not images.missing(client, planned) else 1
+
+
+def _containers_prune(_: StackConfig, __: argparse.Namespace) -> int:
+    from devstack import images
+    from devstack.containers import prune
+
+    removed = prune(images.docker_client())
+    console.print("removed: " + (", ".join(removed) if removed else "nothing was left"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="devstack", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -119,6 +170,24 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("fetch", help="download the JVM artefacts from Maven Central into the cache").set_defaults(
         run=_fetch
     )
+    images = sub.add_parser("images", help="the container images, built here from the cached artefacts")
+    images_sub = images.add_subparsers(dest="images_command", required=True)
+    build = images_sub.add_parser(
+        "build", help="build the base (debootstrap) and every image whose inputs changed; the rest is kept"
+    )
+    build.add_argument(
+        "--env-file", help="also write the image names as TOOLKIT_IMAGE_<SERVICE>=... (compose)"
+    )
+    build.set_defaults(run=_images_build)
+    images_sub.add_parser(
+        "list", help="each image's tag, whether it is built, its size; exit 1 if one is missing"
+    ).set_defaults(run=_images_list)
+    containers = sub.add_parser("containers", help="the containers a test session or the demo started")
+    containers_sub = containers.add_subparsers(dest="containers_command", required=True)
+    containers_sub.add_parser(
+        "prune",
+        help="remove the containers and networks a killed session left (Ryuk's job; Ryuk cannot be pulled here)",
+    ).set_defaults(run=_containers_prune)
     return parser
 
 
@@ -134,10 +203,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.topology:
             config = config.with_topology(args.topology)
         return int(args.run(config, args))
-    except (PrerequisiteMissing, ArtifactFetchFailed) as exc:
+    except (PrerequisiteMissing, ArtifactFetchFailed, ImagesNotBuilt) as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
-    except (ServiceNotReady, PortTaken, StackError) as exc:
+    except (ServiceNotReady, PortTaken, ImageBuildFailed, StackError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 1
 

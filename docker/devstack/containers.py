@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import io
 import logging
+import os
 import secrets
 import tarfile
 import uuid
@@ -40,13 +41,14 @@ from docker.errors import DockerException
 from psycopg.conninfo import conninfo_to_dict
 from testcontainers.community.postgres import PostgresContainer
 from testcontainers.community.redis import PingWaitStrategy, RedisContainer
+from testcontainers.core.config import ConnectionMode, testcontainers_config
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.docker_client import DockerClient
 from testcontainers.core.network import Network
 from testcontainers.core.wait_strategies import HttpWaitStrategy
 from testcontainers.core.waiting_utils import WaitStrategy, WaitStrategyTarget
 
-from devstack import opensearch, probes
+from devstack import images, opensearch, probes
 from devstack.artifacts import (
     APICURIO_CONVERTER_FOLDER,
     Artifacts,
@@ -55,9 +57,11 @@ from devstack.artifacts import (
     fetch_toolkit_plugins,
 )
 from devstack.config import StackConfig, free_port
-from devstack.errors import PrerequisiteMissing, ServiceNotReady, StackError
+from devstack.errors import ImagesNotBuilt, PrerequisiteMissing, ServiceNotReady, StackError
 from devstack.pins import Pins
+from kafkakit.errors import ConfigError
 from kafkakit.settings import Endpoints
+from materializers.runtime.status import alive
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +88,13 @@ PG_COMMAND = (
 REDIS_COMMAND = ["redis-server", "--save", "", "--appendonly", "no"]
 
 
+IMAGE_SOURCES = ("built", "official")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Images:
-    """Image references derived from the pins; docker/compose.yaml must name the same ones."""
+    """The image each service runs: built here (`devstack images build`, the default) or the official
+    ones a registry serves (TOOLKIT_IMAGES=official). Both read the same variables."""
 
     postgres: str
     kafka: str
@@ -94,9 +102,12 @@ class Images:
     redis: str
     registry: str
     opensearch: str  # started only when the stack asks for it (StackConfig.optional)
+    # Built images carry Connect's plugins and need no registry; official ones get the plugins mounted.
+    built: bool = True
 
     @classmethod
-    def from_pins(cls, pins: Pins) -> Images:
+    def official(cls, pins: Pins) -> Images:
+        """The upstream images of the pinned versions (where a registry answers)."""
         return cls(
             postgres=f"postgres:{pins.postgres}",
             kafka=f"apache/kafka:{pins.kafka}",
@@ -105,7 +116,44 @@ class Images:
             redis=f"redis:{pins.redis}",
             registry=f"apicurio/apicurio-registry:{pins.apicurio}",
             opensearch=f"opensearchproject/opensearch:{pins.opensearch}",
+            built=False,
         )
+
+    @classmethod
+    def built_here(cls, planned: Mapping[str, images.PlannedImage]) -> Images:
+        tag = {name: planned[name].tag for name in images.SERVICE_IMAGES}
+        return cls(
+            postgres=tag["postgres"], kafka=tag["kafka"], connect=tag["connect"], redis=tag["redis"],
+            registry=tag["registry"], opensearch=tag["opensearch"],
+        )  # fmt: skip
+
+    def tags(self, optional: frozenset[str] = frozenset()) -> list[str]:
+        core = [self.postgres, self.redis, self.registry, self.kafka, self.connect]
+        return core + ([self.opensearch] if "opensearch" in optional else [])
+
+
+def choose_images(
+    client: Any, pins: Pins, optional: frozenset[str], environ: Mapping[str, str] | None = None
+) -> Images:
+    """TOOLKIT_IMAGES=official: the upstream images; otherwise the ones built here, all of which must be
+    on the engine at their current tags (a stale image has another tag and counts as missing)."""
+    env = os.environ if environ is None else environ
+    source = env.get("TOOLKIT_IMAGES", "").strip() or "built"
+    if source not in IMAGE_SOURCES:
+        raise ConfigError(
+            f"TOOLKIT_IMAGES={source!r} is not an image source; use built (default) or official"
+        )
+    if source == "official":
+        return Images.official(pins)
+    planned = images.plan(Artifacts(cache_root(), pins), images.Base.from_machine(env))
+    wanted = [n for n in images.SERVICE_IMAGES if n != "opensearch" or "opensearch" in optional]
+    absent = images.missing(client, planned, wanted)
+    if absent:
+        raise ImagesNotBuilt(
+            f"the container stack's images are not on this Docker engine: {', '.join(absent)} (new or changed "
+            "inputs); run `devstack images build` (or `make test-containers`), or TOOLKIT_STACK=local"
+        )
+    return Images.built_here(planned)
 
 
 def kafka_env() -> dict[str, str]:
@@ -225,8 +273,33 @@ class HostProbe(WaitStrategy):
         self._probe = probe
 
     def wait_until_ready(self, container: WaitStrategyTarget) -> None:
-        if not self._poll(self._probe):
-            raise TimeoutError(f"{self._what} did not answer within {self._startup_timeout:.0f} s")
+        exited: list[str] = []
+
+        def check() -> bool:
+            if self._probe():
+                return True
+            if ended := _exit_state(container):  # no use waiting out the timeout for a dead container
+                exited.append(ended)
+                raise StopIteration
+            return False
+
+        if self._poll(check):
+            return
+        if exited:
+            raise RuntimeError(f"the container {exited[0]} before {self._what} answered")
+        raise TimeoutError(f"{self._what} did not answer within {self._startup_timeout:.0f} s")
+
+
+def _exit_state(container: WaitStrategyTarget) -> str | None:
+    """'exited with code N' when the container stopped, else None."""
+    try:
+        wrapped = container.get_wrapped_container()
+        wrapped.reload()
+    except (DockerException, AttributeError):
+        return None
+    if wrapped.status not in ("exited", "dead"):
+        return None
+    return f"exited with code {wrapped.attrs.get('State', {}).get('ExitCode')}"
 
 
 def _tar(files: dict[str, bytes]) -> bytes:
@@ -290,9 +363,17 @@ def _readiness(service: RunningService) -> Iterator[None]:
         yield
     except (TimeoutError, RuntimeError, DockerException) as exc:
         raise ServiceNotReady(
-            f"{service.name} ({service.container.image}) did not become ready: {exc}\n"
+            f"{service.name} ({_describe(service.container)}) did not become ready: {exc}\n"
             f"--- last log lines ---\n{_log_tail(service.container)}"
         ) from exc
+
+
+def _describe(container: DockerContainer) -> str:
+    """'container NAME, image IMAGE', or the image alone before the container exists."""
+    try:
+        return f"container {container.get_wrapped_container().name}, image {container.image}"
+    except (DockerException, AttributeError):
+        return f"image {container.image}"
 
 
 def _log_tail(container: DockerContainer, lines: int = 40) -> str:
@@ -401,16 +482,18 @@ def new_pg_password() -> str:
 
 
 def _define(
-    images: Images,
+    refs: Images,
     network: Network,
     timeout: int,
     plugins: Mapping[str, str],
     optional: frozenset[str] = frozenset(),
     *,
     pg_password: str,
+    labels: Mapping[str, str] | None = None,
 ) -> tuple[list[RunningService], Callable[[], Endpoints]]:
     """The five containers and the `optional` ones asked for (configured, not started) with their
-    probes, and the five's host endpoints. `pg_password`: the Postgres superuser's."""
+    probes, and the five's host endpoints. `pg_password`: the Postgres superuser's; `labels` go on
+    every container (`prune` finds a killed session's by them)."""
 
     def on_network(container: DockerContainer, alias: str, port: int) -> DockerContainer:
         # An explicit host port survives a restart; an ephemeral one would be re-drawn by Docker.
@@ -418,18 +501,18 @@ def _define(
         return container.with_network(network).with_network_aliases(alias)
 
     pg = PostgresContainer(
-        images.postgres, username="postgres", password=pg_password, dbname="postgres", driver=None
+        refs.postgres, username="postgres", password=pg_password, dbname="postgres", driver=None
     )
     pg_ready = HostProbe(
         "Postgres select 1", lambda: probes.postgres(pg.get_connection_url(driver=None), 3.0)
     )
-    redis = RedisContainer(images.redis).with_command(REDIS_COMMAND)
-    registry = DockerContainer(images.registry).with_envs(**registry_env())
-    connect = DockerContainer(images.connect).with_envs(**connect_env())
+    redis = RedisContainer(refs.redis).with_command(REDIS_COMMAND)
+    registry = DockerContainer(refs.registry).with_envs(**registry_env())
+    connect = DockerContainer(refs.connect).with_envs(**connect_env())
     for host_folder, mount in plugins.items():
         connect = connect.with_volume_mapping(host_folder, mount, "ro")
     kafka_ready = HostProbe("Kafka metadata request", lambda: probes.kafka(kafka.get_bootstrap_server(), 3.0))
-    kafka = ApacheKafkaContainer(images.kafka, free_port(), kafka_ready.with_startup_timeout(timeout))
+    kafka = ApacheKafkaContainer(refs.kafka, free_port(), kafka_ready.with_startup_timeout(timeout))
     kafka.with_network(network).with_network_aliases(KAFKA_ALIAS)
     services = [
         RunningService("postgres", on_network(pg.with_command(PG_COMMAND), PG_ALIAS, PG_PORT), pg_ready),
@@ -449,7 +532,7 @@ def _define(
         ),
     ]
     if "opensearch" in optional:
-        node = DockerContainer(images.opensearch).with_envs(**opensearch_env())
+        node = DockerContainer(refs.opensearch).with_envs(**opensearch_env())
         node_ready = HostProbe(
             "OpenSearch cluster health green or yellow",
             lambda: opensearch.healthy(_http_url(node, OPENSEARCH_PORT), 3.0),
@@ -457,7 +540,11 @@ def _define(
         services.append(
             RunningService("opensearch", on_network(node, OPENSEARCH_ALIAS, OPENSEARCH_PORT), node_ready)
         )
+    stack_id = (labels or {}).get(STACK_LABEL, uuid.uuid4().hex[:8])
     for service in services:
+        # Named after the stack and the service, so a log or an error names the container a user can inspect.
+        service.container.with_name(f"{images.REPOSITORY}-{stack_id}-{service.name}")
+        service.container.with_kwargs(labels=dict(labels or {}))
         service.ready.with_startup_timeout(timeout)
         if service.container is not kafka:  # Kafka waits itself, once its listeners are released
             service.container.waiting_for(service.ready)
@@ -480,6 +567,41 @@ def opensearch_url(services: Sequence[RunningService]) -> str | None:
     return _http_url(found[0], OPENSEARCH_PORT) if found else None
 
 
+OWNER_LABEL = f"{images.LABEL}.owner-pid"
+STACK_LABEL = f"{images.LABEL}.stack-id"
+
+
+def stack_labels(owner_pid: int | None = None) -> dict[str, str]:
+    """Labels of one stack's containers and network: the toolkit's, the stack's id and the process that
+    owns them (`prune` leaves a living owner's stack alone)."""
+    return {
+        images.LABEL: "stack",
+        STACK_LABEL: uuid.uuid4().hex[:8],
+        OWNER_LABEL: str(owner_pid or os.getpid()),
+    }
+
+
+def prune(client: Any, *, alive: Callable[[int], bool] = alive) -> list[str]:
+    """Remove the containers and networks of stacks whose owning process is gone (a killed test session
+    or demo): what Ryuk does elsewhere; Ryuk's image cannot be pulled without a registry. A running
+    session's stack is left alone. Returns what was removed."""
+    removed = []
+    owned = {"label": [f"{images.LABEL}=stack"]}
+    for container in client.containers.list(all=True, filters=owned):
+        pid = int(container.labels.get(OWNER_LABEL, "0") or 0)
+        if pid and alive(pid):
+            continue
+        container.remove(force=True, v=True)
+        removed.append(f"container {container.name}")
+    for network in client.networks.list(filters=owned):
+        pid = int(network.attrs.get("Labels", {}).get(OWNER_LABEL, "0") or 0)
+        if pid and alive(pid):
+            continue
+        network.remove()
+        removed.append(f"network {network.name}")
+    return removed
+
+
 def start_container_stack(
     *, pins: Pins | None = None, ready_timeout_s: float = 180.0, optional: frozenset[str] | None = None
 ) -> ContainerStack:
@@ -491,15 +613,29 @@ def start_container_stack(
             "or run the services as local processes with `make up`"
         )
     pins = pins or Pins.load()
-    network = Network().create()
     wanted = StackConfig.from_env().optional if optional is None else optional
+    client = DockerClient().client
+    refs = choose_images(client, pins, wanted)
+    if refs.built:
+        # Ryuk (testcontainers' reaper) is an image from a registry; built stacks are removed by `stop()`,
+        # or by `devstack containers prune` after a killed session.
+        testcontainers_config.ryuk_disabled = True
+    # Ports are published on the loopback only; testcontainers would otherwise address them at the bridge's
+    # gateway when it believes it runs inside a container. TC_HOST / TESTCONTAINERS_CONNECTION_MODE win.
+    testcontainers_config.tc_host_override = testcontainers_config.tc_host_override or LOOPBACK
+    testcontainers_config.connection_mode_override = (
+        testcontainers_config.connection_mode_override or ConnectionMode.docker_host
+    )
+    labels = stack_labels()
+    network = Network(docker_network_kw={"labels": labels}).create()
     services, endpoints_of = _define(
-        Images.from_pins(pins),
+        refs,
         network,
         int(ready_timeout_s),
-        connect_plugins(pins),
+        {} if refs.built else connect_plugins(pins),
         wanted,
         pg_password=new_pg_password(),
+        labels=labels,
     )
     started: list[DockerContainer] = []
     try:

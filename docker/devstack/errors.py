@@ -27,3 +27,11 @@ class ServiceNotReady(StackError):
 
 class BackendUnavailable(StackError):
     """The stack backend asked for (TOOLKIT_STACK) cannot run here, or an external stack does not answer."""
+
+
+class ImagesNotBuilt(StackError):
+    """An image the container stack runs is not on the engine (or is stale: its inputs changed)."""
+
+
+class ImageBuildFailed(StackError):
+    """`devstack images build` failed; the message names the image and ends in its last build lines."""

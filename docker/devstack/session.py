@@ -2,9 +2,9 @@
 
 `TOOLKIT_STACK` picks the backend (read only in `StackChoice.from_env`):
 - unset or `auto`, first that applies: a local stack already running (its .stack/env present and every
-  service answering) is reused and left running; where a Docker engine answers, testcontainers start
-  the same images (docker/compose.yaml's versions); otherwise the local processes are started, and
-  stopped again when the session ends;
+  service answering) is reused and left running; where a Docker engine answers and has the stack's
+  images (`devstack images build`), testcontainers start them; otherwise the local processes are
+  started, and stopped again when the session ends (an engine without the images is said in one line);
 - `external`: the five endpoints come from the environment (docker compose, real infrastructure);
 - `containers`: testcontainers, and nothing else;
 - `local`: the local processes (a running local stack is reused).
@@ -33,7 +33,7 @@ from typing import Literal
 
 from devstack import probes, stack
 from devstack.config import StackConfig
-from devstack.errors import BackendUnavailable
+from devstack.errors import BackendUnavailable, ImagesNotBuilt, StackError
 from kafkakit.errors import ConfigError
 from kafkakit.settings import Endpoints
 
@@ -141,7 +141,7 @@ def open_stack(
         log.info("reusing the running local stack (%s)", config.env_file)
         yield _local_handle(config, "local (reused)")
         return
-    if choice.backend == "containers" or (choice.backend == "auto" and _docker_answers()):
+    if choice.backend == "containers" or (choice.backend == "auto" and _containers_usable()):
         with _container_handle() as handle:
             yield handle
         return
@@ -170,13 +170,23 @@ def _external_handle(choice: StackChoice) -> StackHandle:
     )
 
 
-def _docker_answers() -> bool:
-    """For `auto`: containers only where testcontainers is installed and a Docker engine answers."""
+def _containers_usable() -> bool:
+    """For `auto`: containers only where testcontainers is installed, a Docker engine answers and it has
+    the stack's images. An engine without them is said in one line, and the local processes are used."""
     try:
-        from devstack.containers import docker_engine_available
+        from devstack.containers import choose_images, docker_engine_available
+        from devstack.images import docker_client
+        from devstack.pins import Pins
     except ImportError:
         return False
-    return docker_engine_available()
+    if not docker_engine_available():
+        return False
+    try:
+        choose_images(docker_client(), Pins.load(), StackConfig.from_env().optional)
+    except StackError as exc:
+        log.warning("%s; TOOLKIT_STACK=auto runs the services as local processes instead", exc)
+        return False
+    return True
 
 
 @contextmanager
@@ -195,7 +205,10 @@ def _container_handle() -> Iterator[StackHandle]:
             "or point DOCKER_HOST at a running engine; or unset TOOLKIT_STACK to run the services as local "
             "processes, or set TOOLKIT_STACK=external with your own services"
         )
-    containers = start_container_stack()
+    try:
+        containers = start_container_stack()
+    except ImagesNotBuilt as exc:
+        raise BackendUnavailable(f"TOOLKIT_STACK=containers, but {exc}") from exc
     view = ConnectView(
         pg_dsn=containers.pg_dsn_for_connect, schema_registry_url=containers.registry_url_for_connect
     )

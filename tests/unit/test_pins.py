@@ -1,4 +1,6 @@
-"""One set of versions everywhere: pyproject.toml's [tool.toolkit.pins], docker/compose.yaml, containers.py.
+"""One set of versions and settings everywhere: pyproject.toml's [tool.toolkit.pins], docker/compose.yaml,
+containers.py. Compose runs the images `devstack images build` makes (their tags digest the pinned
+artefacts); containers.py's official images (TOOLKIT_IMAGES=official) follow the pins by tag.
 
 Each check is a pure function from the parsed files to a list of problems; every problem names the file to
 fix. The real files must give none. `test_a_drifted_copy_is_caught` edits copies in tmp_path and expects
@@ -20,7 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from devstack import containers
+from devstack import containers, images
 from devstack.pins import Pins
 from kafkakit.settings import Endpoints
 
@@ -33,8 +35,13 @@ JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 
 Doc = dict[str, Any]
 
-# image repository in compose -> (pin name, "exact" tag or same "major" version)
-IMAGES = {
+# service in compose -> its image in devstack.images (compose calls the registry `apicurio`)
+COMPOSE_SERVICES = {
+    "postgres": "postgres", "kafka": "kafka", "connect": "connect", "redis": "redis",
+    "apicurio": "registry", "opensearch": "opensearch",
+}  # fmt: skip
+# official image repository -> (pin name, "exact" tag or same "major" version)
+OFFICIAL = {
     "postgres": ("postgres", "major"),
     "apache/kafka": ("kafka", "exact"),
     "quay.io/debezium/connect": ("debezium", "exact"),
@@ -63,11 +70,9 @@ def split_image(ref: str) -> tuple[str, str | None]:
     return (name, tag) if sep and "/" not in tag else (ref, None)
 
 
-def service(compose: Doc, repository: str) -> Doc | None:
-    for svc in (compose.get("services") or {}).values():
-        if split_image(str(svc.get("image", "")))[0] == repository:
-            return dict(svc)
-    return None
+def service(compose: Doc, name: str) -> Doc | None:
+    found = (compose.get("services") or {}).get(name)
+    return dict(found) if found is not None else None
 
 
 def env_of(svc: Doc) -> dict[str, str]:
@@ -94,19 +99,34 @@ def _mismatches(where: str, expected: dict[str, str], actual: dict[str, str], fi
     ]
 
 
-def check_image_tags(pyproject: Doc, compose: Doc) -> list[str]:
+def check_built_images(pyproject: Doc, compose: Doc) -> list[str]:
+    """Each service runs the image `devstack images build` names in its env file (its tag digests the
+    pinned artefacts), and fails with the fix when the variable is unset."""
+    problems = []
+    for name, image_name in COMPOSE_SERVICES.items():
+        variable = images.COMPOSE_VARIABLES[image_name]
+        image = str((service(compose, name) or {}).get("image", ""))
+        if not image.startswith(f"${{{variable}:?") or "devstack images build" not in image:
+            problems.append(
+                f"docker/compose.yaml: {name} runs {image!r}, not the built image "
+                f'"${{{variable}:?... devstack images build ...}}"; {FIX_COMPOSE}'
+            )
+    return problems
+
+
+def check_official_tags(pyproject: Doc, compose: Doc) -> list[str]:
+    """TOOLKIT_IMAGES=official runs upstream images: their tags follow the pins."""
     pins, problems = pins_of(pyproject), []
-    for repository, (pin_name, how) in IMAGES.items():
-        svc, pin = service(compose, repository), pins[pin_name]
-        if svc is None:
-            problems.append(f"docker/compose.yaml: no service runs image {repository}:{pin}; {FIX_COMPOSE}")
-            continue
-        tag = split_image(svc["image"])[1] or "latest"
+    official = containers.Images.official(Pins(**pins))
+    for ref in official.tags(frozenset({"opensearch"})):
+        repository, tag = split_image(ref)
+        pin_name, how = OFFICIAL[repository]
+        pin, tag = pins[pin_name], tag or "latest"
         same = tag == pin if how == "exact" else tag.split(".")[0] == pin.split(".")[0]
         if tag == "latest" or not same:
             problems.append(
-                f"docker/compose.yaml: image {svc['image']} does not follow pin {pin_name} = {pin!r} "
-                f"({how} tag, never `latest`); {FIX_COMPOSE}"
+                f"containers.py: official image {ref} does not follow pin {pin_name} = {pin!r} ({how} tag, "
+                "never `latest`); fix Images.official in docker/devstack/containers.py"
             )
     return problems
 
@@ -134,9 +154,7 @@ def check_kafka(pyproject: Doc, compose: Doc) -> list[str]:
         "KAFKA_PROCESS_ROLES": "broker,controller",
     }
     fix = "a single KRaft broker needs these (else no groups, no transactions); fix docker/compose.yaml"
-    return _mismatches(
-        "docker/compose.yaml kafka", one_broker, env_of(service(compose, "apache/kafka") or {}), fix
-    )
+    return _mismatches("docker/compose.yaml kafka", one_broker, env_of(service(compose, "kafka") or {}), fix)
 
 
 def check_connect(pyproject: Doc, compose: Doc) -> list[str]:
@@ -150,27 +168,17 @@ def check_connect(pyproject: Doc, compose: Doc) -> list[str]:
         "CONNECT_OFFSET_STORAGE_REPLICATION_FACTOR": "1",
         "CONNECT_STATUS_STORAGE_REPLICATION_FACTOR": "1",
     }
-    env = env_of(service(compose, "quay.io/debezium/connect") or {})
+    env = env_of(service(compose, "connect") or {})
     fix = "the CDC decoders expect JSON with schemas, as the local stack writes; fix docker/compose.yaml"
     return _mismatches("docker/compose.yaml connect", wanted, env, fix)
 
 
-def check_avro_converter(pyproject: Doc, compose: Doc) -> list[str]:
-    """Connect mounts Apicurio's converter at the pinned version where containers.py mounts it."""
-    folder = f"apicurio-converter-{pins_of(pyproject)['apicurio_converter']}/plugins/"
-    wanted = f"{folder}{containers.APICURIO_CONVERTER_FOLDER}:{containers.AVRO_CONVERTER_MOUNT}:ro"
-    volumes = [str(v) for v in (service(compose, "quay.io/debezium/connect") or {}).get("volumes") or []]
-    if any(v.endswith(wanted) for v in volumes):
-        return []
-    return [f"docker/compose.yaml: connect mounts no ...{wanted} (format: avro needs it); {FIX_COMPOSE}"]
-
-
 def endpoint_ports() -> dict[str, int]:
-    """The host ports of `Endpoints()` defaults, by image repository."""
+    """The host ports of `Endpoints()` defaults, by compose service."""
     e = Endpoints()
     port = {name: urlsplit(url).port for name, url in {
-        "postgres": e.pg_dsn, "quay.io/debezium/connect": e.kafka_connect_url, "redis": e.redis_url,
-        "apicurio/apicurio-registry": e.schema_registry_url, "apache/kafka": f"//{e.kafka_bootstrap_servers}",
+        "postgres": e.pg_dsn, "connect": e.kafka_connect_url, "redis": e.redis_url,
+        "apicurio": e.schema_registry_url, "kafka": f"//{e.kafka_bootstrap_servers}",
     }.items()}  # fmt: skip
     return {name: p for name, p in port.items() if p is not None}
 
@@ -199,40 +207,33 @@ def check_python_pins(pyproject: Doc, compose: Doc) -> list[str]:
 
 
 def check_containers_module(pyproject: Doc, compose: Doc) -> list[str]:
-    """docker/devstack/containers.py must start what docker/compose.yaml describes."""
+    """docker/devstack/containers.py must configure the services as docker/compose.yaml does."""
     fix = "change docker/compose.yaml and docker/devstack/containers.py together"
-    images = containers.Images.from_pins(Pins(**pins_of(pyproject)))
-    problems = [
-        f"containers.py starts {ref} but docker/compose.yaml has no such image; {fix}"
-        for ref in (images.postgres, images.kafka, images.connect, images.redis, images.registry)
-        if ref not in {str(s.get("image")) for s in (compose.get("services") or {}).values()}
-    ]
-    for repository, expected in (
-        ("apache/kafka", containers.kafka_env()),
-        ("quay.io/debezium/connect", containers.connect_env()),
-        ("apicurio/apicurio-registry", containers.registry_env()),
+    problems = []
+    for name, expected in (
+        ("kafka", containers.kafka_env()),
+        ("connect", containers.connect_env()),
+        ("apicurio", containers.registry_env()),
+        ("opensearch", containers.opensearch_env()),
     ):
-        env = env_of(service(compose, repository) or {})
-        problems += _mismatches(f"docker/compose.yaml {repository} (vs containers.py)", expected, env, fix)
-    for repository, cmd in (
-        ("postgres", shlex.split(containers.PG_COMMAND)),
-        ("redis", containers.REDIS_COMMAND),
-    ):
-        if command_of(service(compose, repository) or {}) != cmd:
-            problems.append(f"docker/compose.yaml: {repository} command differs from containers.py; {fix}")
+        env = env_of(service(compose, name) or {})
+        problems += _mismatches(f"docker/compose.yaml {name} (vs containers.py)", expected, env, fix)
+    for name, cmd in (("postgres", shlex.split(containers.PG_COMMAND)), ("redis", containers.REDIS_COMMAND)):
+        if command_of(service(compose, name) or {}) != cmd:
+            problems.append(f"docker/compose.yaml: {name} command differs from containers.py; {fix}")
     return problems
 
 
 Check = Callable[[Doc, Doc], list[str]]  # (pyproject, compose) -> problems, each naming the file to fix
 CHECKS: dict[str, Check] = {
-    "images follow the pins": check_image_tags,
+    "compose runs the built images": check_built_images,
+    "official images follow the pins": check_official_tags,
     "postgres decodes logically": check_postgres,
     "kafka fits one broker": check_kafka,
     "connect writes JSON with schemas": check_connect,
     "ports match Endpoints defaults": check_ports,
     "pyspark and delta-spark match the pins": check_python_pins,
     "containers.py matches compose": check_containers_module,
-    "connect mounts the Avro converter": check_avro_converter,
 }
 
 
@@ -251,9 +252,9 @@ def test_the_real_files_agree(name: str) -> None:
 Edit = Callable[[dict[str, str], Doc], tuple[str, str]]  # (pins, compose) -> (old text, new text)
 
 
-def _retag(repository: str) -> Edit:
+def _retag(name: str, ref: str) -> Edit:
     def edit(pins: dict[str, str], compose: Doc) -> tuple[str, str]:
-        return f"image: {(service(compose, repository) or {})['image']}\n", f"image: {repository}:0.0.0\n"
+        return f'image: "{(service(compose, name) or {})["image"]}"\n', f"image: {ref}\n"
 
     return edit
 
@@ -268,17 +269,13 @@ def _pin(name: str, new: str) -> Edit:
 
 # case: (file edited, edit, text a problem must contain)
 DRIFTS: dict[str, tuple[str, Edit, str]] = {
-    "kafka tag": ("compose", _retag("apache/kafka"), "apache/kafka:0.0.0 does not follow pin kafka"),
-    "postgres major": ("compose", _retag("postgres"), "postgres:0.0.0 does not follow pin postgres"),
-    "debezium tag": ("compose", _retag("quay.io/debezium/connect"), "does not follow pin debezium"),
-    "apicurio tag": ("compose", _retag("apicurio/apicurio-registry"), "does not follow pin apicurio"),
-    "opensearch tag": ("compose", _retag("opensearchproject/opensearch"), "does not follow pin opensearch"),
-    "redis latest": (
+    "kafka from a registry": (
         "compose",
-        lambda pins, compose: (f"image: redis:{pins['redis']}\n", "image: redis:latest\n"),
-        "never `latest`",
+        _retag("kafka", "apache/kafka:4.3.1"),
+        "kafka runs 'apache/kafka:4.3.1'",
     ),
-    "kafka pin moved": ("pyproject", _pin("kafka", "9.9.9"), "pin kafka = '9.9.9'"),
+    "redis latest": ("compose", _retag("redis", "redis:latest"), "redis runs 'redis:latest', not the built"),
+    "opensearch": ("compose", _retag("opensearch", "opensearchproject/opensearch:2"), "not the built image"),
     "wal_level": ("compose", _replace("wal_level=logical", "wal_level=replica"), "wal_level='replica'"),
     "transaction RF": (
         "compose",
@@ -303,7 +300,6 @@ DRIFTS: dict[str, tuple[str, Edit, str]] = {
         "pins pyspark==0.0.1",
     ),
     "delta pin": ("pyproject", _pin("delta", "0.0.1"), "delta = '0.0.1'"),
-    "avro converter pin": ("pyproject", _pin("apicurio_converter", "0.0.1"), "connect mounts no"),
 }
 
 
@@ -339,9 +335,9 @@ def test_docker_engine_available_answers_a_bool_quickly() -> None:
 
 def test_container_images_come_from_the_pins() -> None:
     pins = pins_of(load_pyproject())
-    images = containers.Images.from_pins(Pins.load())
+    images = containers.Images.official(Pins.load())
     assert images.kafka == f"apache/kafka:{pins['kafka']}", (
-        "fix Images.from_pins in docker/devstack/containers.py"
+        "fix Images.official in docker/devstack/containers.py"
     )
     assert images.connect == f"quay.io/debezium/connect:{pins['debezium']}"
     assert images.registry == f"apicurio/apicurio-registry:{pins['apicurio']}"

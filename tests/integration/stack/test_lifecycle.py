@@ -9,16 +9,10 @@ import pytest
 
 from devstack import processes, stack
 from devstack.config import StackConfig
-from devstack.containers import docker_engine_available
 from devstack.errors import ServiceNotReady
 from devstack.session import StackChoice, open_stack
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        docker_engine_available(), reason="the local-process runner is only used without Docker"
-    ),
-]
+pytestmark = pytest.mark.integration
 
 
 def test_failed_start_leaves_nothing_then_up_crash_recover_down(tmp_path: Path) -> None:

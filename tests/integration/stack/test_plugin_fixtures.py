@@ -57,7 +57,12 @@ def test_connector_factory_captures_a_table_through_connects_own_address(
         pg.execute(f"INSERT INTO {table} VALUES (1, 'snapshot')")  # type: ignore[arg-type]
         try:
             spec = connector_factory.spec([table])
-            assert spec.database == connector_factory.as_host_sees_it(spec).database  # local: one address
+            host_view = connector_factory.as_host_sees_it(spec).database
+            if toolkit_stack.backend == "testcontainers":  # Connect reaches Postgres by its network alias
+                assert (spec.database.hostname, spec.database.port) == ("postgres", 5432)
+                assert spec.database.hostname != host_view.hostname
+            elif toolkit_stack.backend.startswith("local"):  # one address for both
+                assert spec.database == host_view
             connector_factory.start(spec)
             values = _read(toolkit_stack.kafka_bootstrap_servers, spec.topic_for(table), count=1)
             assert b'"snapshot"' in values[0]

@@ -30,7 +30,7 @@ def define(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(testcontainers.core.container, "DockerClient", NoEngine)
 
     def make(optional: frozenset[str] = frozenset(), pg_password: str = PG_PASSWORD) -> dict[str, Any]:
-        images = containers.Images.from_pins(Pins.load())
+        images = containers.Images.official(Pins.load())
         services, _endpoints = containers._define(
             images,
             object(),  # type: ignore[arg-type]
