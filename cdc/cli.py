@@ -155,9 +155,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", help="connector spec (.yaml, .yml or .json)")
     p.add_argument("--skip-preflight", action="store_true", help="only ask Connect")
+    _preflight_at(p)
     p = command("apply", "create or update the connector from a spec file (validates first)", _apply)
     p.add_argument("file", help="connector spec (.yaml, .yml or .json)")
     p.add_argument("--skip-preflight", action="store_true", help="do not check (or prepare) Postgres first")
+    _preflight_at(p)
     p.add_argument(
         "--no-wait", action="store_true", help="return once registered, without waiting for RUNNING"
     )
@@ -217,6 +219,15 @@ def _print_field_errors(err: Console, errors: Sequence[tuple[str, str]], title: 
     err.print(table)
 
 
+def _preflight_at(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--preflight-at",
+        metavar="HOST:PORT",
+        help="where this machine reaches the spec's Postgres, when the spec names the address Connect uses "
+        "(compose: postgres:5432 inside, 127.0.0.1:55432 here); default: the spec's own",
+    )
+
+
 # ---- handlers ----------------------------------------------------------------------------------
 def _load_spec(path: str, ep: Endpoints) -> ConnectorSpec:
     """The spec at `path`; an Avro one naming no registry gets the configured registry endpoint
@@ -230,7 +241,7 @@ def _validate(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
     warnings: tuple[ColumnFinding, ...] = ()
     if not args.skip_preflight:
         try:
-            report = examine(spec, create_heartbeat_table=False)
+            report = examine(spec, create_heartbeat_table=False, at=args.preflight_at)
         except SecretUnresolved:
             raise  # refused before anything, even the placeholder, is sent to Connect
         except PreflightFailed as exc:  # the login failed: report it with Connect's findings
@@ -289,7 +300,7 @@ def _apply(args: argparse.Namespace, ep: Endpoints, out: Console) -> int:
     if refused:
         raise PreflightFailed(refused)  # main prints them; nothing is registered
     if not args.skip_preflight:
-        report: PreflightReport = examine(spec)
+        report: PreflightReport = examine(spec, at=args.preflight_at)
         warnings = report.warnings
         if not _wants_json(args):
             _print_column_warnings(out, warnings)

@@ -286,7 +286,9 @@ class ConnectorSpec:
 
     # ---- rendering -----------------------------------------------------------------------------
     def preflight_conninfo(
-        self, resolve: Callable[[Mapping[str, str]], Mapping[str, str]] | None = None
+        self,
+        resolve: Callable[[Mapping[str, str]], Mapping[str, str]] | None = None,
+        at: tuple[str, int] | None = None,
     ) -> dict[str, Any]:
         """`database.conninfo()` plus the TLS settings the connector gets in `extra` (Debezium's
         `database.sslmode`, `sslrootcert`, ... are libpq's): pre-flight logs in as securely as the
@@ -294,7 +296,8 @@ class ConnectorSpec:
 
         `resolve` maps the login's connector options (`database.password`, ...) to their values with
         config-provider placeholders replaced (cdc.secret_refs.resolve_fields), as Connect's worker
-        will; without it the placeholders are taken literally."""
+        will; without it the placeholders are taken literally. `at` (host, port): where this machine
+        reaches the same server when Connect reaches it at another address (compose, Kubernetes)."""
         tls = {key: self.extra[key] for key in _TLS_SETTINGS if self.extra.get(key)}
         login = {
             "database.hostname": self.database.hostname,
@@ -304,9 +307,11 @@ class ConnectorSpec:
             **tls,
         }
         given = dict(login if resolve is None else resolve(login))
+        host, port = at or (given["database.hostname"], self.database.port)
         return {
             **self.database.conninfo(),
-            "host": given["database.hostname"],
+            "host": host,
+            "port": port,
             "user": given["database.user"],
             "password": given["database.password"],
             "dbname": given["database.dbname"],

@@ -41,6 +41,7 @@ from cdc.column_types import (
 from cdc.connector_spec import ConnectorSpec
 from cdc.errors import PreflightFailed
 from cdc.secret_refs import resolve_fields
+from kafkakit.errors import ConfigError
 from kafkakit.secrets import masked
 
 
@@ -185,7 +186,11 @@ def gather(conn: psycopg.Connection[tuple[object, ...]], spec: ConnectorSpec) ->
 
 
 def examine(
-    spec: ConnectorSpec, *, create_heartbeat_table: bool = True, environ: Mapping[str, str] | None = None
+    spec: ConnectorSpec,
+    *,
+    create_heartbeat_table: bool = True,
+    environ: Mapping[str, str] | None = None,
+    at: str | None = None,
 ) -> PreflightReport:
     """Connect with the spec's credentials, create the heartbeat table if asked, then check everything.
 
@@ -193,16 +198,29 @@ def examine(
     resolved from `environ` (default: this process's environment) and the files they name, as the
     Connect worker will resolve them. Raises `SecretUnresolved` when one has no value here and
     `PreflightFailed` when the login itself fails; every other problem is in the report.
+
+    `at` ("HOST:PORT"): where this machine reaches the spec's Postgres, when the spec names the address
+    the Connect worker uses and that one does not answer here (compose, Kubernetes); the login and the
+    database stay the spec's.
     """
-    conninfo = spec.preflight_conninfo(lambda login: resolve_fields(login, environ=environ))
+    address = parse_address(at) if at else None
+    conninfo = spec.preflight_conninfo(lambda login: resolve_fields(login, environ=environ), address)
     try:
         conn = psycopg.connect(**conninfo, connect_timeout=10, autocommit=True)
     except psycopg.OperationalError as exc:
         reason = masked(str(exc).strip().splitlines()[-1])
-        where = f"{spec.database.hostname}:{spec.database.port}/{spec.database.dbname}"
+        where = f"{conninfo['host']}:{conninfo['port']}/{spec.database.dbname}"
         if "SSL" in str(exc) or "certificate" in str(exc):
             field = "database.sslmode/sslrootcert (extra)"
             fix = "fix the TLS settings, or give the server the certificate they ask for"
+        elif address is None and any(
+            sign in str(exc) for sign in ("resolve host", "translate host name", "Connection refused")
+        ):
+            field = "database.hostname/database.port"
+            fix = (
+                "fix the host in the spec; or, where Connect reaches Postgres at another address than this "
+                "machine does, give pre-flight this machine's with --preflight-at HOST:PORT"
+            )
         else:
             field, fix = "database.user/database.password", "fix the credentials or host in the spec"
         raise PreflightFailed(
@@ -218,13 +236,26 @@ def examine(
 
 
 def run_preflight(
-    spec: ConnectorSpec, *, create_heartbeat_table: bool = True, environ: Mapping[str, str] | None = None
+    spec: ConnectorSpec,
+    *,
+    create_heartbeat_table: bool = True,
+    environ: Mapping[str, str] | None = None,
+    at: str | None = None,
 ) -> PostgresFacts:
     """`examine`, raising `PreflightFailed` with every problem; warnings are left to `column_warnings`."""
-    report = examine(spec, create_heartbeat_table=create_heartbeat_table, environ=environ)
+    report = examine(spec, create_heartbeat_table=create_heartbeat_table, environ=environ, at=at)
     if report.problems:
         raise PreflightFailed(report.problems)
     return report.facts
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """ "HOST:PORT" (a bracketed IPv6 host too) -> (host, port); anything else is refused by name."""
+    host, sep, port = text.strip().rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--preflight-at {text!r} is not HOST:PORT (for example 127.0.0.1:55432)")
+    return host, int(port)
 
 
 def _one(conn: psycopg.Connection[tuple[object, ...]], sql: str) -> object:

@@ -129,6 +129,15 @@ class ConnectorFactory:
             self.connect.wait_snapshot_complete(spec.name, timeout=90)
         return spec
 
+    @property
+    def preflight_at(self) -> str | None:
+        """HOST:PORT where the tests reach Postgres when Connect reaches it elsewhere (pre-flight's `at`,
+        `cdc apply --preflight-at`); None where both use one address."""
+        if self.connect_pg_dsn is None or self.connect_pg_dsn == self.pg_dsn:
+            return None
+        host = DatabaseSpec.from_dsn(self.pg_dsn)
+        return f"{host.hostname}:{host.port}"
+
     def as_host_sees_it(self, spec: ConnectorSpec) -> ConnectorSpec:
         """`spec` with its database at the host's address when it is at Connect's (for pre-flight)."""
         if self.connect_pg_dsn is None:

@@ -88,9 +88,6 @@ PG_COMMAND = (
 REDIS_COMMAND = ["redis-server", "--save", "", "--appendonly", "no"]
 
 
-IMAGE_SOURCES = ("built", "official")
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Images:
     """The image each service runs: built here (`devstack images build`, the default) or the official
@@ -139,7 +136,7 @@ def choose_images(
     on the engine at their current tags (a stale image has another tag and counts as missing)."""
     env = os.environ if environ is None else environ
     source = env.get("TOOLKIT_IMAGES", "").strip() or "built"
-    if source not in IMAGE_SOURCES:
+    if source not in images.IMAGE_SOURCES:
         raise ConfigError(
             f"TOOLKIT_IMAGES={source!r} is not an image source; use built (default) or official"
         )
@@ -420,6 +417,21 @@ class ContainerStack:
         if name not in by_name:
             raise StackError(f"no service {name!r} in the container stack; choose one of {sorted(by_name)}")
         by_name[name].container.get_wrapped_container().kill()
+
+    def stopped(self) -> list[str]:
+        """Each service whose container is not running, by name with its state and exit code."""
+        down = []
+        for service in self.services:
+            wrapped = service.container.get_wrapped_container()
+            try:
+                wrapped.reload()
+            except DockerException:
+                down.append(f"{service.name} (container {wrapped.name}: removed)")
+                continue
+            if wrapped.status != "running":
+                code = wrapped.attrs.get("State", {}).get("ExitCode")
+                down.append(f"{service.name} (container {wrapped.name}: {wrapped.status}, exit code {code})")
+        return down
 
     def restart(self) -> None:
         """Start again every container that is not running and wait until each answers its probe."""

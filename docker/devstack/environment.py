@@ -4,8 +4,9 @@ CLI's check's one source; `StackConfig.from_env` and `StackChoice.from_env` read
 from __future__ import annotations
 
 from devstack.config import CLUSTER_PORTS, DEFAULT_PORTS, TOPOLOGIES
+from devstack.images import IMAGE_SOURCES
 from devstack.session import BACKENDS
-from kafkakit.environment import DSN, HTTP_URL, PATH, PORT, POSITIVE_NUMBER, YES_NO, Variable, choice
+from kafkakit.environment import DSN, HTTP_URL, PATH, PORT, POSITIVE_NUMBER, TEXT, YES_NO, Variable, choice
 
 SECTION = "Local stack and test fixtures"
 STACK = ("devstack", "demo")
@@ -29,6 +30,12 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(name="TOOLKIT_STACK", form=choice(*BACKENDS), example="external", default="auto", used_by=FIXTURES,
              section=SECTION, meaning="the stack the pytest plugin and the demo use"),
+    Variable(name="TOOLKIT_IMAGES", form=choice(*IMAGE_SOURCES), example="official", default="built",
+             used_by=FIXTURES, section=SECTION,
+             meaning="the container stack's images: built here (devstack images build) or the upstream ones"),
+    Variable(name="TOOLKIT_BASE_IMAGE", form=TEXT, example="debian:bookworm-slim",
+             default="a Debian made here with debootstrap", used_by=STACK, section=SECTION,
+             meaning="the image `devstack images build` starts from, where a registry serves one"),
     Variable(name="TOOLKIT_CONNECT_PG_DSN", form=DSN, example="postgresql://postgres@db:5432/postgres",
              used_by=FIXTURES, section=SECTION, meaning="Postgres as Connect reaches it, on an external stack"),
     Variable(name="TOOLKIT_CONNECT_REGISTRY_URL", form=HTTP_URL, example="http://registry:8080/apis/ccompat/v7",

@@ -41,6 +41,8 @@ REPOSITORY = "kafka-toolkit"
 # Every image and container the toolkit makes carries this label (with the digest or the stack's id).
 LABEL = "org.kafka-toolkit"
 BASE_NAME = "base"
+# TOOLKIT_IMAGES: the images built here, or the upstream ones (where a registry answers).
+IMAGE_SOURCES = ("built", "official")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 

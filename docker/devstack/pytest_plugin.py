@@ -42,7 +42,7 @@ the service clients are imported there, so a pytest run that uses none of them p
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
@@ -88,6 +88,25 @@ def toolkit_stack(pytestconfig: pytest.Config) -> Iterator[StackHandle]:
         if handle is None:
             pytest.fail(refusal, pytrace=False)
         yield handle
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test that used the stack says which of its services were down at that moment (a container
+    by name and exit code), since a crash of one is the likeliest cause and its own error rarely says so."""
+    report = yield
+    used = getattr(item, "funcargs", {})
+    handle = used.get("toolkit_stack") or used.get("stack")
+    if report.failed and handle is not None and hasattr(handle, "stopped"):
+        try:
+            down = handle.stopped()
+        except Exception as exc:  # a report must never fail because the engine went away
+            down = [f"(could not ask: {exc})"]
+        if down:
+            report.sections.append(("toolkit_stack", "services down after this test: " + "; ".join(down)))
+    return report
 
 
 @pytest.fixture(scope="session")

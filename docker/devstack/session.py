@@ -100,9 +100,26 @@ class StackHandle:
     _kill: Callable[[str], None]
     _restart: Callable[[], object]
     connect_view: ConnectView
+    opensearch_url: str | None = None  # None: the stack runs no OpenSearch
+    _stopped: Callable[[], list[str]] = list
+
+    def stopped(self) -> list[str]:
+        """The services that are down right now, each named (a container with its name and exit code)."""
+        return self._stopped()
 
     def __getattr__(self, name: str) -> str:
         return str(getattr(self.endpoints, name))
+
+    def external_env(self) -> dict[str, str]:
+        """What another process needs to use this stack as `TOOLKIT_STACK=external`: the endpoints,
+        Connect's view of Postgres and the registry, and OpenSearch's address where it runs."""
+        return {
+            **self.endpoints.as_env(),
+            "TOOLKIT_STACK": "external",
+            "TOOLKIT_CONNECT_PG_DSN": self.connect_view.pg_dsn,
+            "TOOLKIT_CONNECT_REGISTRY_URL": self.connect_view.schema_registry_url,
+            **({"OPENSEARCH_URL": self.opensearch_url} if self.opensearch_url else {}),
+        }
 
     @property
     def can_inject_faults(self) -> bool:
@@ -166,8 +183,9 @@ def _external_handle(choice: StackChoice) -> StackHandle:
             " with the addresses they answer at; or unset TOOLKIT_STACK to use a local or container stack"
         )
     return StackHandle(
-        choice.endpoints, "external", _unsupported, _unsupported, choice.external_connect_view()
-    )
+        choice.endpoints, "external", _unsupported, _unsupported, choice.external_connect_view(),
+        os.environ.get("OPENSEARCH_URL") or None,
+    )  # fmt: skip
 
 
 def _containers_usable() -> bool:
@@ -213,7 +231,10 @@ def _container_handle() -> Iterator[StackHandle]:
         pg_dsn=containers.pg_dsn_for_connect, schema_registry_url=containers.registry_url_for_connect
     )
     try:
-        yield StackHandle(containers.endpoints, "testcontainers", containers.kill, containers.restart, view)
+        yield StackHandle(
+            containers.endpoints, "testcontainers", containers.kill, containers.restart, view,
+            containers.opensearch_url, containers.stopped,
+        )  # fmt: skip
     finally:
         containers.stop()
 
@@ -227,4 +248,8 @@ def _local_handle(config: StackConfig, backend: str) -> StackHandle:
         lambda name: stack.kill(config, name),
         lambda: stack.up(config),
         ConnectView.same_as(endpoints),
+        env.get("OPENSEARCH_URL") or None,
+        lambda: [
+            f"{s.name} (pid {s.pid or '-'}: not answering)" for s in stack.status(config) if not s.ready
+        ],
     )

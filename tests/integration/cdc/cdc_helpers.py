@@ -121,11 +121,13 @@ def pg(pg_dsn: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
 
 # ---- specs for the `cdc` CLI (its flags: the conftest's `cli_flags` fixture) -------------------------
 def spec_doc(stack: Any, name: str, tables: list[str], **over: Any) -> dict[str, Any]:
-    """A spec file's document for `tables` (`over`: more keys); no format, so the default (Avro)."""
-    db = DatabaseSpec.from_dsn(stack.pg_dsn)
+    """A spec file's document for `tables` (`over`: more keys); no format, so the default (Avro). The
+    database is Connect's view of it (run pre-flight with the `preflight_flags` fixture)."""
+    db = DatabaseSpec.from_dsn(stack.connect_view.pg_dsn)
     return {
         "name": name,
-        "database": {"hostname": db.hostname, "port": db.port, "user": db.user, "dbname": db.dbname},
+        "database": {"hostname": db.hostname, "port": db.port, "user": db.user, "dbname": db.dbname}
+        | ({"password": db.password} if db.password else {}),
         "topic_prefix": name.replace("-", "_"),
         "tables": tables,
         "heartbeat": {"interval_ms": 1000},

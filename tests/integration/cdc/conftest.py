@@ -50,6 +50,12 @@ def connectors(connector_factory: ConnectorFactory) -> ConnectorFactory:
 
 
 @pytest.fixture
+def preflight_flags(connectors: ConnectorFactory) -> list[str]:
+    """`cdc apply/validate` flags for pre-flight where Connect reaches Postgres at another address."""
+    return ["--preflight-at", connectors.preflight_at] if connectors.preflight_at else []
+
+
+@pytest.fixture
 def pg(stack: StackHandle) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
     with psycopg.connect(stack.pg_dsn, autocommit=True) as conn:
         yield conn

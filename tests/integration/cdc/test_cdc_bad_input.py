@@ -35,10 +35,11 @@ def test_unknown_table_is_refused_by_preflight_and_not_registered(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     cli_flags: list[str],
+    preflight_flags: list[str],
 ) -> None:
     name = unique("bad-table").replace("_", "-")
     path = write_spec(tmp_path, spec_doc(stack, name, ["public.no_such_table_x"]))
-    assert main(["apply", str(path), *cli_flags]) == EXIT_REFUSED
+    assert main(["apply", str(path), *cli_flags, *preflight_flags]) == EXIT_REFUSED
     err = capsys.readouterr().err
     assert "table.include.list" in err and "public.no_such_table_x does not exist" in err
     assert name not in connect.list_connectors()
@@ -51,21 +52,27 @@ def test_table_without_primary_key_is_refused_unless_key_columns_given(
     tables.append(f"table:{table}")
     pg.execute(f"CREATE TABLE {table} (code text NOT NULL, v int)")  # type: ignore[arg-type]
     with pytest.raises(PreflightFailed, match="has no primary key"):
-        run_preflight(connectors.spec([table]))
+        run_preflight(connectors.spec([table]), at=connectors.preflight_at)
     with pytest.raises(PreflightFailed, match=r"no column\(s\) \['nope'\]"):
-        run_preflight(connectors.spec([table], message_key_columns=((table, ("nope",)),)))
-    run_preflight(connectors.spec([table], message_key_columns=((table, ("code",)),)))
+        run_preflight(
+            connectors.spec([table], message_key_columns=((table, ("nope",)),)), at=connectors.preflight_at
+        )
+    run_preflight(
+        connectors.spec([table], message_key_columns=((table, ("code",)),)), at=connectors.preflight_at
+    )
 
 
 def test_wrong_credentials_are_named(
     stack: Any, connect: ConnectClient, connectors: ConnectorFactory
 ) -> None:
     # The local stack trusts every password, so a role that does not exist stands in for a wrong login.
-    base = DatabaseSpec.from_dsn(stack.pg_dsn)
-    bad_db = DatabaseSpec(hostname=base.hostname, port=base.port, user="no_such_role_x", dbname=base.dbname)
+    base = DatabaseSpec.from_dsn(stack.connect_view.pg_dsn)
+    bad_db = DatabaseSpec(
+        hostname=base.hostname, port=base.port, user="no_such_role_x", password="wrong", dbname=base.dbname
+    )
     spec = connectors.spec(["public.cdc_heartbeat"], database=bad_db)
     with pytest.raises(PreflightFailed, match="no_such_role_x") as info:
-        run_preflight(spec)
+        run_preflight(spec, at=connectors.preflight_at)
     assert info.value.problems[0][0].startswith("database.user")
     # Connect's own validate names the same problem, and apply registers nothing.
     with pytest.raises(ConnectorConfigInvalid) as invalid:
@@ -82,6 +89,7 @@ def test_misspelled_option_is_named_and_nothing_registered(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     cli_flags: list[str],
+    preflight_flags: list[str],
 ) -> None:
     spec = connectors.spec(["public.cdc_heartbeat"], extra={"snapshot.mod": "initial"})
     with pytest.raises(ConnectorConfigInvalid) as invalid:
@@ -91,7 +99,7 @@ def test_misspelled_option_is_named_and_nothing_registered(
     path = write_spec(
         tmp_path, spec_doc(stack, spec.name, ["public.cdc_heartbeat"], extra={"snapshot.mod": "x"})
     )
-    assert main(["validate", str(path), "--json", *cli_flags]) == EXIT_REFUSED
+    assert main(["validate", str(path), "--json", *cli_flags, *preflight_flags]) == EXIT_REFUSED
     out = json.loads(capsys.readouterr().out)
     assert out["valid"] is False and out["errors"][0][0] == "snapshot.mod"
 
@@ -296,10 +304,14 @@ def test_preflight_logs_in_with_the_connectors_tls_mode_and_names_it_when_refuse
     `prefer` would log in without TLS, sending the replication password in clear), naming the setting."""
     table = _table_with_a_row(pg, tables, "tls")
     with pytest.raises(PreflightFailed) as info:
-        run_preflight(connectors.spec([table], extra={"database.sslmode": "require"}))
+        run_preflight(
+            connectors.spec([table], extra={"database.sslmode": "require"}), at=connectors.preflight_at
+        )
     [(field, message)] = info.value.problems
     assert field.startswith("database.sslmode") and "does not support SSL" in message
-    run_preflight(connectors.spec([table], extra={"database.sslmode": "disable"}))  # asked for: logs in
+    run_preflight(
+        connectors.spec([table], extra={"database.sslmode": "disable"}), at=connectors.preflight_at
+    )  # asked for: logs in
 
 
 def test_a_replication_factor_beyond_the_live_brokers_is_refused_before_anything_is_registered(
@@ -309,15 +321,28 @@ def test_a_replication_factor_beyond_the_live_brokers_is_refused_before_anything
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     cli_flags: list[str],
+    preflight_flags: list[str],
 ) -> None:
     brokers = live_brokers(kafka.bootstrap_servers, client_config=kafka.client_config)
     name = unique("rf").replace("_", "-")
     doc = spec_doc(stack, name, ["public.cdc_heartbeat"], topics={"replication_factor": brokers + 1})
     path = write_spec(tmp_path, doc)
-    assert main(["apply", str(path), *cli_flags]) == EXIT_REFUSED
+    assert main(["apply", str(path), *cli_flags, *preflight_flags]) == EXIT_REFUSED
     err = capsys.readouterr().err
     assert f"topics.replication_factor={brokers + 1}" in err and f"the {brokers} broker(s) alive" in err
     assert name not in connect.list_connectors()
-    assert main(["validate", str(path), "--json", *cli_flags]) == EXIT_REFUSED
+    assert main(["validate", str(path), "--json", *cli_flags, *preflight_flags]) == EXIT_REFUSED
     out = json.loads(capsys.readouterr().out)
     assert [f for f, _ in out["errors"] if f == "topics.replication_factor"] == ["topics.replication_factor"]
+
+
+def test_a_spec_host_this_machine_cannot_reach_names_preflight_at(connectors: ConnectorFactory) -> None:
+    """The spec names Postgres as Connect reaches it; from here that name may not resolve (compose)."""
+    spec = connectors.spec(["public.cdc_heartbeat"])
+    elsewhere = replace(spec, database=replace(spec.database, hostname="postgres.invalid"))
+    with pytest.raises(PreflightFailed) as info:
+        run_preflight(elsewhere)
+    [(field, message)] = info.value.problems
+    assert field == "database.hostname/database.port" and "--preflight-at HOST:PORT" in message
+    here = DatabaseSpec.from_dsn(connectors.pg_dsn)
+    run_preflight(elsewhere, at=f"{here.hostname}:{here.port}")  # the same server, reached from here

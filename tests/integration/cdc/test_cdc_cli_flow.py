@@ -30,6 +30,7 @@ def test_cli_lifecycle(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     cli_flags: list[str],
+    preflight_flags: list[str],
 ) -> None:
     """Every Kafka client of the CLI (apply's broker count, tail, health's topic ends) goes through
     the stack's SASL_SSL listener where it has one (tests/conftest.py), configured as a user would."""
@@ -38,14 +39,18 @@ def test_cli_lifecycle(
     pg.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, label text)")  # type: ignore[arg-type]
     pg.execute(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'ü')")  # type: ignore[arg-type]
     name = unique("cli").replace("_", "-")
-    spec_path = write_spec(tmp_path, spec_doc(stack, name, [table]))
+    # Avro (the default format), with the registry as the Connect worker reaches it.
+    registry = {"url": stack.connect_view.schema_registry_url}
+    spec_path = write_spec(tmp_path, spec_doc(stack, name, [table], registry=registry))
     topic = f"{name.replace('-', '_')}.{table}"
     try:
-        assert main(["validate", str(spec_path), *cli_flags]) == EXIT_OK
+        assert main(["validate", str(spec_path), *cli_flags, *preflight_flags]) == EXIT_OK
         assert "is valid" in capsys.readouterr().out
-        assert main(["apply", str(spec_path), "--json", *cli_flags]) == EXIT_OK
+        assert main(["apply", str(spec_path), "--json", *cli_flags, *preflight_flags]) == EXIT_OK
         assert json.loads(capsys.readouterr().out)["result"] == "created"
-        assert main(["apply", str(spec_path), "--json", *cli_flags]) == EXIT_OK  # idempotent update
+        assert (
+            main(["apply", str(spec_path), "--json", *cli_flags, *preflight_flags]) == EXIT_OK
+        )  # idempotent update
         assert json.loads(capsys.readouterr().out)["result"] == "updated"
         connect.wait_snapshot_complete(name, timeout=60)  # the topic exists once the snapshot wrote to it
 
@@ -88,6 +93,7 @@ def test_a_spec_naming_no_format_is_registered_as_avro_with_the_registry_from_th
     monkeypatch: pytest.MonkeyPatch,
     kafka: KafkaAccess,
     cli_flags: list[str],
+    preflight_flags: list[str],
 ) -> None:
     """No `format`, no `registry`: `cdc apply` registers Avro with SCHEMA_REGISTRY_URL (Connect's view of
     the registry: the converter registers the schemas), every key and value is Confluent-framed with no
@@ -98,7 +104,7 @@ def test_a_spec_naming_no_format_is_registered_as_avro_with_the_registry_from_th
     spec_path = write_spec(tmp_path, spec_doc(stack, name, [table]))
     monkeypatch.setenv("SCHEMA_REGISTRY_URL", stack.connect_view.schema_registry_url)
     try:
-        assert main(["apply", str(spec_path), "--json", *cli_flags]) == EXIT_OK
+        assert main(["apply", str(spec_path), "--json", *cli_flags, *preflight_flags]) == EXIT_OK
         assert json.loads(capsys.readouterr().out)["state"] == "RUNNING"
         config = connect.config(name)
         assert config["value.converter"] == AVRO_CONVERTER

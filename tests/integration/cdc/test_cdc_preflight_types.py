@@ -50,7 +50,7 @@ def test_refused_types_are_named_per_column_until_excluded(
         "c_gen text GENERATED ALWAYS AS (c_ok || '!') STORED",
     )
     with pytest.raises(PreflightFailed) as info:
-        run_preflight(connectors.spec([table]))
+        run_preflight(connectors.spec([table]), at=connectors.preflight_at)
     refused = _refused_columns(info.value)
     assert sorted(refused) == ["c_box", "c_gen", "c_grid", "c_name", "c_pair", "c_varbit"]
     assert f"column {table}.c_pair ({pair}):" in refused["c_pair"]
@@ -63,8 +63,8 @@ def test_refused_types_are_named_per_column_until_excluded(
     excluded = ",".join(f"{table}.{c}" for c in ("c_pair", "c_varbit", "c_name", "c_box", "c_gen"))
     excluded += rf",{table.replace('.', chr(92) + '.')}\.C_GRID"  # a regex, matched case-insensitively
     spec = connectors.spec([table], extra={"column.exclude.list": excluded})
-    run_preflight(spec)
-    assert examine(spec).warnings == ()  # c_ok and id are plain
+    run_preflight(spec, at=connectors.preflight_at)
+    assert examine(spec, at=connectors.preflight_at).warnings == ()  # c_ok and id are plain
 
 
 def test_numeric_arrays_and_timetz_warn_until_checks_rule_the_values_out(
@@ -76,8 +76,8 @@ def test_numeric_arrays_and_timetz_warn_until_checks_rule_the_values_out(
     pg.execute(f"CREATE DOMAIN {amounts} AS numeric[]")
     table = _create(pg, tables, "pfwarn", f"c_nums numeric[], c_at timetz, c_price {money}, c_dom {amounts}")
     spec = connectors.spec([table])
-    run_preflight(spec)  # warnings do not refuse
-    report = examine(spec)
+    run_preflight(spec, at=connectors.preflight_at)  # warnings do not refuse
+    report = examine(spec, at=connectors.preflight_at)
     assert report.problems == ()
     found = [(w.column, w.type, w.level) for w in report.warnings]
     assert found == [
@@ -94,9 +94,9 @@ def test_numeric_arrays_and_timetz_warn_until_checks_rule_the_values_out(
         "ADD CHECK (array_ndims(c_nums) = 1), ADD CHECK (c_at::time < '24:00:00')"
     )
     pg.execute(f"ALTER DOMAIN {amounts} ADD CHECK (array_ndims(VALUE) = 1)")
-    assert [(w.column, w.problem.split(",")[0]) for w in examine(spec).warnings] == [
-        ("c_dom", "an array holding NaN")
-    ]
+    assert [
+        (w.column, w.problem.split(",")[0]) for w in examine(spec, at=connectors.preflight_at).warnings
+    ] == [("c_dom", "an array holding NaN")]
 
 
 def test_dates_the_snapshot_would_send_wrong_refuse_only_a_snapshot_that_reads_rows(
@@ -109,7 +109,7 @@ def test_dates_the_snapshot_would_send_wrong_refuse_only_a_snapshot_that_reads_r
         "(3, '-infinity', '{1582-10-14,0001-01-01 BC}', '1582-10-15'), (4, 'infinity', '{}', NULL)"
     )
     with pytest.raises(PreflightFailed) as info:
-        run_preflight(connectors.spec([table]))  # snapshot_mode initial
+        run_preflight(connectors.spec([table]), at=connectors.preflight_at)  # snapshot_mode initial
     refused = _refused_columns(info.value)
     assert sorted(refused) == ["c_day", "c_days"]
     assert (
@@ -125,19 +125,21 @@ def test_dates_the_snapshot_would_send_wrong_refuse_only_a_snapshot_that_reads_r
         connectors.spec([table], snapshot_mode="no_data"),
         connectors.spec([table], extra={"column.exclude.list": f"{table}.c_day.*"}),
     ):
-        run_preflight(spec)
+        run_preflight(spec, at=connectors.preflight_at)
     pg.execute(f"UPDATE {table} SET c_day = '2000-01-01', c_days = NULL")
-    run_preflight(connectors.spec([table], snapshot_mode="always"))
+    run_preflight(connectors.spec([table], snapshot_mode="always"), at=connectors.preflight_at)
 
 
 def _spec_file(stack: Any, tmp_path: Path, table: str, heartbeat: str) -> Path:
     """A spec whose heartbeat table does not exist yet: validate must not count that against it."""
     name = unique("pfcli").replace("_", "-")
-    db = DatabaseSpec.from_dsn(stack.pg_dsn)
+    db = DatabaseSpec.from_dsn(stack.connect_view.pg_dsn)
     path = tmp_path / f"{name}.yaml"
     path.write_text(
         f"name: {name}\n"
-        f"database: {{hostname: '{db.hostname}', port: {db.port}, user: {db.user}, dbname: {db.dbname}}}\n"
+        f"database: {{hostname: '{db.hostname}', port: {db.port}, user: {db.user}, dbname: {db.dbname}"
+        + (f", password: '{db.password}'" if db.password else "")
+        + "}\n"
         f"topic_prefix: {name.replace('-', '_')}\n"
         f"tables: [{table}]\n"
         f"heartbeat: {{table: {heartbeat}}}\n"
@@ -154,6 +156,7 @@ def test_cli_validate_shows_warnings_and_refuses_refused_columns(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     cli_flags: list[str],
+    preflight_flags: list[str],
 ) -> None:
     monkeypatch.setenv("COLUMNS", "300")  # rich tables as wide as their text, so lines stay whole
     warned = _create(pg, tables, "pfcliw", "c_at timetz")
@@ -161,13 +164,24 @@ def test_cli_validate_shows_warnings_and_refuses_refused_columns(
     # A heartbeat table whose name is part of the refused table's: its absence is forgiven, not the box.
     heartbeat = refused[: len("public.pfclir")]
 
-    assert main(["validate", str(_spec_file(stack, tmp_path, warned, heartbeat)), *cli_flags]) == EXIT_OK
+    assert (
+        main(["validate", str(_spec_file(stack, tmp_path, warned, heartbeat)), *cli_flags, *preflight_flags])
+        == EXIT_OK
+    )
     out = capsys.readouterr().out
     assert "pre-flight warnings" in out and "c_at" in out and "time with time zone" in out
     assert "CHECK (c_at::time < '24:00:00')" in out and "is valid" in out
 
     assert (
-        main(["validate", str(_spec_file(stack, tmp_path, warned, heartbeat)), "--json", *cli_flags])
+        main(
+            [
+                "validate",
+                str(_spec_file(stack, tmp_path, warned, heartbeat)),
+                "--json",
+                *cli_flags,
+                *preflight_flags,
+            ]
+        )
         == EXIT_OK
     )
     doc = json.loads(capsys.readouterr().out)
@@ -177,12 +191,21 @@ def test_cli_validate_shows_warnings_and_refuses_refused_columns(
     assert warning["problem"] and warning["workaround"]
 
     assert (
-        main(["validate", str(_spec_file(stack, tmp_path, refused, heartbeat)), *cli_flags]) == EXIT_REFUSED
+        main(["validate", str(_spec_file(stack, tmp_path, refused, heartbeat)), *cli_flags, *preflight_flags])
+        == EXIT_REFUSED
     )
     out = capsys.readouterr().out
     assert f"{refused}.c_box" in out and "is invalid" in out and "pre-flight warnings" in out
     assert (
-        main(["validate", str(_spec_file(stack, tmp_path, refused, heartbeat)), "--json", *cli_flags])
+        main(
+            [
+                "validate",
+                str(_spec_file(stack, tmp_path, refused, heartbeat)),
+                "--json",
+                *cli_flags,
+                *preflight_flags,
+            ]
+        )
         == EXIT_REFUSED
     )
     doc = json.loads(capsys.readouterr().out)
@@ -193,7 +216,7 @@ def test_cli_validate_shows_warnings_and_refuses_refused_columns(
     own_heartbeat = f"public.{unique('pfhb')}"
     tables.append(f"table:{own_heartbeat}")  # apply creates it before checking
     spec_path = _spec_file(stack, tmp_path, refused, own_heartbeat)
-    assert main(["apply", str(spec_path), *cli_flags]) == EXIT_REFUSED
+    assert main(["apply", str(spec_path), *cli_flags, *preflight_flags]) == EXIT_REFUSED
     captured = capsys.readouterr()
     assert (
         "c_at" in captured.out
@@ -210,15 +233,18 @@ def test_money_formatted_for_another_locale_is_refused_until_the_connector_role_
     its task failed on the first value (measured), so pre-flight refuses; the role setting fixes it."""
     role = unique("money_role")
     table = _create(pg, tables, "pfmoney", "amount money")
-    pg.execute(f"CREATE ROLE {role} LOGIN REPLICATION SUPERUSER")
+    password = unique("pw")  # a container's Postgres asks every login over TCP for its password
+    pg.execute(f"CREATE ROLE {role} LOGIN REPLICATION SUPERUSER PASSWORD '{password}'")
     try:
         pg.execute(f"ALTER ROLE {role} SET lc_monetary = 'de_DE.UTF-8'")
         pg.execute(f"INSERT INTO {table} VALUES (1, 1234.5), (2, -0.01)")
-        base = DatabaseSpec.from_dsn(stack.pg_dsn)
-        login = DatabaseSpec(hostname=base.hostname, port=base.port, user=role, dbname=base.dbname)
+        base = DatabaseSpec.from_dsn(stack.connect_view.pg_dsn)
+        login = DatabaseSpec(
+            hostname=base.hostname, port=base.port, user=role, password=password, dbname=base.dbname
+        )
         spec = connectors.spec([table], database=login)
         with pytest.raises(PreflightFailed) as info:
-            run_preflight(spec)
+            run_preflight(spec, at=connectors.preflight_at)
         [message] = _refused_columns(info.value).values()
         assert "lc_monetary=de_DE.UTF-8" in message and f"ALTER ROLE {role} SET lc_monetary = 'C'" in message
 

@@ -108,3 +108,12 @@ def test_prune_removes_only_the_stacks_whose_owner_is_gone(engine: Any) -> None:
         for container in made:
             with suppress(NotFound):
                 container.remove(force=True)
+
+
+def test_a_container_killed_mid_test_is_named_and_recovers(engine: Any, toolkit_stack: StackHandle) -> None:
+    (redis_container,) = [c for c in ours(engine) if c.name.endswith("-redis")]
+    redis_container.kill()  # from outside the fixtures, as a crash would
+    down = toolkit_stack.stopped()
+    assert down == [f"redis (container {redis_container.name}: exited, exit code 137)"], down
+    toolkit_stack.recover()
+    assert toolkit_stack.stopped() == []

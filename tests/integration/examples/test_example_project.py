@@ -55,7 +55,7 @@ def test_the_example_project_passes_its_tests_from_installed_wheels(
     )
     shutil.rmtree(project / "inventory")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTEST_ADDOPTS")}
-    env |= toolkit_stack.endpoints.as_env() | {"TOOLKIT_STACK": "external"}
+    env |= toolkit_stack.external_env()  # the session's stack, Connect's view of it included
     out = run([str(venv / "bin" / "pytest"), "-q", "-p", "no:cacheprovider", "tests"], cwd=project, env=env,
               timeout=600)  # fmt: skip
     assert "6 passed" in out, out[-2000:]  # its 4 own tests and the view contract's 2
@@ -93,12 +93,15 @@ def test_the_example_project_passes_its_tests_from_installed_wheels(
     with psycopg.connect(toolkit_stack.endpoints.pg_dsn, autocommit=True) as pg:
         pg.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")  # type: ignore[arg-type]
     try:
-        db = conninfo_to_dict(toolkit_stack.endpoints.pg_dsn)
+        # The spec names Postgres as Connect reaches it; pre-flight runs from here (--preflight-at).
+        db = conninfo_to_dict(toolkit_stack.connect_view.pg_dsn)
+        here = conninfo_to_dict(toolkit_stack.endpoints.pg_dsn)
         spec = {"name": f"wheel-{uuid.uuid4().hex[:8]}", "topic_prefix": "wheel", "tables": [table],
-                "database": {"hostname": db["host"], "port": int(db["port"]), "user": db["user"], "dbname": db["dbname"]}}  # fmt: skip
+                "database": {"hostname": db["host"], "port": int(db["port"]), "user": db["user"],
+                             "password": db.get("password", ""), "dbname": db["dbname"]}}  # fmt: skip
         (tmp_path / "spec.json").write_text(json.dumps(spec))
-        checked = run([str(bin_ / "cdc"), "validate", "--json", str(tmp_path / "spec.json")], cwd=tmp_path, env=env,
-                      timeout=120)  # fmt: skip
+        checked = run([str(bin_ / "cdc"), "validate", "--json", str(tmp_path / "spec.json"),
+                       "--preflight-at", f"{here['host']}:{here['port']}"], cwd=tmp_path, env=env, timeout=120)  # fmt: skip
         assert json.loads(checked)["valid"] is True, checked
     finally:
         with psycopg.connect(toolkit_stack.endpoints.pg_dsn, autocommit=True) as pg:

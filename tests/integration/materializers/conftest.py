@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -151,8 +152,9 @@ def wait_for_end_offset(endpoints: Endpoints, topic: str, at_least: int, timeout
 class CdcSource:
     """A Postgres table captured by its own Debezium connector (pgoutput, unique slot/publication)."""
 
-    def __init__(self, endpoints: Endpoints, uid: str, ddl: str) -> None:
+    def __init__(self, endpoints: Endpoints, uid: str, ddl: str, connect_pg_dsn: str | None = None) -> None:
         self.endpoints = endpoints
+        self.connect_pg_dsn = connect_pg_dsn or endpoints.pg_dsn  # Postgres as the Connect worker reaches it
         self.table = f"mat_products_{uid}"
         self.name = f"mat-{uid}"
         self.slot = f"mat_slot_{uid}"
@@ -164,7 +166,7 @@ class CdcSource:
 
     def start(self, **extra: str) -> None:
         """Register the connector (`extra`: more connector config, e.g. converter settings)."""
-        dsn = psycopg.conninfo.conninfo_to_dict(self.endpoints.pg_dsn)
+        dsn = psycopg.conninfo.conninfo_to_dict(self.connect_pg_dsn)
         config = {
             "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
             "plugin.name": "pgoutput",
@@ -230,12 +232,24 @@ class CdcSource:
             admin.delete_topics(doomed)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def opensearch_of_the_stack(stack: Any) -> Iterator[None]:
+    """The stack's OpenSearch address where the search tests look for it (OPENSEARCH_URL), for stacks
+    that are not described by an env file (containers); one set by the caller wins."""
+    if stack.opensearch_url and not os.environ.get("OPENSEARCH_URL"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("OPENSEARCH_URL", stack.opensearch_url)
+            yield
+    else:
+        yield
+
+
 @pytest.fixture
-def cdc_source(endpoints: Endpoints, uid: str) -> Iterator[Callable[[str], CdcSource]]:
+def cdc_source(stack: Any, endpoints: Endpoints, uid: str) -> Iterator[Callable[[str], CdcSource]]:
     made: list[CdcSource] = []
 
     def make(ddl: str) -> CdcSource:
-        source = CdcSource(endpoints, uid, ddl)
+        source = CdcSource(endpoints, uid, ddl, stack.connect_view.pg_dsn)
         made.append(source)
         return source
 

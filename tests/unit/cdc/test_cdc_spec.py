@@ -18,6 +18,8 @@ from cdc.connector_spec import (
     sanitize_identifier,
 )
 from cdc.errors import SpecError
+from cdc.preflight import parse_address
+from kafkakit.errors import ConfigError
 
 YAML = """
 name: Orders.CDC-v2
@@ -400,3 +402,28 @@ def test_preflight_logs_in_with_the_connectors_tls_settings(tmp_path: Path) -> N
         "sslmode": "verify-full",
         "sslrootcert": "/etc/ca.pem",
     }
+
+
+def test_preflight_can_log_in_where_this_machine_reaches_the_database(tmp_path: Path) -> None:
+    """compose: the spec names postgres:5432 (Connect's view); pre-flight runs from the host."""
+    spec = ConnectorSpec.from_file(_write(tmp_path, "s.yaml", YAML))
+    here = spec.preflight_conninfo(at=("127.0.0.1", 55432))
+    assert (here["host"], here["port"]) == ("127.0.0.1", 55432)
+    assert {k: v for k, v in here.items() if k not in ("host", "port")} == {
+        k: v for k, v in spec.database.conninfo().items() if k not in ("host", "port")
+    }, "the login and the database stay the spec's"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("127.0.0.1:55432", ("127.0.0.1", 55432)), ("db.internal:5432", ("db.internal", 5432)),
+     ("[::1]:5432", ("::1", 5432))],
+)  # fmt: skip
+def test_preflight_at_reads_host_and_port(text: str, expected: tuple[str, int]) -> None:
+    assert parse_address(text) == expected
+
+
+@pytest.mark.parametrize("text", ["postgres", "postgres:", ":5432", "host:99999", "host:port"])
+def test_preflight_at_refuses_what_is_not_host_and_port(text: str) -> None:
+    with pytest.raises(ConfigError, match=r"--preflight-at .* is not HOST:PORT \(for example"):
+        parse_address(text)
