@@ -14,6 +14,14 @@ leftovers() {
   docker volume ls -q --filter "label=com.docker.compose.project=$PROJECT"
 }
 
+# compose publishes fixed ports (the Endpoints defaults): a taken one is named before anything starts.
+for pair in postgres:55432 kafka:19092 connect:18083 redis:16379 apicurio:18080; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/${pair#*:}") 2>/dev/null; then
+    echo "error: port ${pair#*:} (compose's ${pair%%:*}) is taken on 127.0.0.1; stop what holds it" \
+      "(the local stack: make down) and run make demo-compose again" >&2
+    exit 1
+  fi
+done
 "$BIN/devstack" images build --env-file "$ENV_FILE"
 trap 'compose down -v --remove-orphans >/dev/null 2>&1 || true' EXIT
 compose up -d

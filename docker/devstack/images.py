@@ -187,8 +187,12 @@ def plan(arts: Artifacts, base: Base) -> dict[str, PlannedImage]:
 
 
 def docker_client() -> Any:
-    from docker.client import DockerClient
-
+    try:
+        from docker.client import DockerClient
+    except ImportError as exc:
+        raise PrerequisiteMissing(
+            "the Docker SDK is not installed: pip install 'kafka-toolkit[containers]'"
+        ) from exc
     try:
         client = DockerClient.from_env(timeout=600)
         client.ping()

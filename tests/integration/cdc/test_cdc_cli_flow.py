@@ -39,9 +39,10 @@ def test_cli_lifecycle(
     pg.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, label text)")  # type: ignore[arg-type]
     pg.execute(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'ü')")  # type: ignore[arg-type]
     name = unique("cli").replace("_", "-")
-    # Avro (the default format), with the registry as the Connect worker reaches it.
-    registry = {"url": stack.connect_view.schema_registry_url}
-    spec_path = write_spec(tmp_path, spec_doc(stack, name, [table], registry=registry))
+    # Avro (the default format), with the registry as the Connect worker reaches it; `tail` reads it here.
+    in_spec = {"url": stack.connect_view.schema_registry_url}
+    registry = ["--registry-url", stack.schema_registry_url]
+    spec_path = write_spec(tmp_path, spec_doc(stack, name, [table], registry=in_spec))
     topic = f"{name.replace('-', '_')}.{table}"
     try:
         assert main(["validate", str(spec_path), *cli_flags, *preflight_flags]) == EXIT_OK
@@ -55,12 +56,24 @@ def test_cli_lifecycle(
         connect.wait_snapshot_complete(name, timeout=60)  # the topic exists once the snapshot wrote to it
 
         assert (
-            main(["tail", topic, "--from-beginning", "--max", "2", "--idle-timeout", "60", *cli_flags])
+            main(
+                [
+                    "tail",
+                    topic,
+                    "--from-beginning",
+                    "--max",
+                    "2",
+                    "--idle-timeout",
+                    "60",
+                    *cli_flags,
+                    *registry,
+                ]
+            )
             == EXIT_OK
         )
         lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
         assert [(doc["op"], doc["after"]["label"]) for doc in lines] == [("READ", "a"), ("READ", "ü")]
-        assert main(["tail", topic, "--offset", "0:1", "--max", "1", *cli_flags]) == EXIT_OK
+        assert main(["tail", topic, "--offset", "0:1", "--max", "1", *cli_flags, *registry]) == EXIT_OK
         assert json.loads(capsys.readouterr().out)["key"] == {"id": 2}
 
         assert main(["pause", name, *cli_flags]) == EXIT_OK

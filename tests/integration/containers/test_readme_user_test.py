@@ -20,7 +20,7 @@ README = Path(__file__).resolve().parents[3] / "README.md"
 
 def readme_test_file() -> str:
     section = README.read_text().split("## Testing your own pipelines", 1)[1].split("\n## ", 1)[0]
-    found = re.search(r"```python\n(# test_capture\.py\n.*?)```", section, re.DOTALL)
+    found = re.search(r"```python\n(# test_capture\.py[^\n]*\n.*?)```", section, re.DOTALL)
     assert found, "the README's testing section lost its test file"
     return found.group(1)
 
