@@ -77,9 +77,8 @@ def test_the_example_project_passes_its_tests_from_installed_wheels(
         up = run([str(bin_ / "devstack"), "up"], cwd=tmp_path, env=env | {"STACK_DIR": str(StackConfig.from_env().state_dir)},
                  timeout=300)  # fmt: skip
         assert f"KAFKA_BOOTSTRAP_SERVERS={toolkit_stack.endpoints.kafka_bootstrap_servers}" in up
-    else:  # the wheel carries the images' Dockerfiles: its tags are the ones this session's stack runs
-        listed = run([str(bin_ / "devstack"), "images", "list"], cwd=tmp_path, env=env, timeout=120)
-        assert "NO" not in listed and "kafka-toolkit/connect:" in listed, listed
+    else:  # the wheel carries the images' Dockerfiles: the tags it computes are on the engine (else exit 1)
+        run([str(bin_ / "devstack"), "images", "list"], cwd=tmp_path, env=env, timeout=120)
     store = [
         "--name",
         f"wheel-{uuid.uuid4().hex[:8]}",
