@@ -14,7 +14,8 @@ export STACK_OPENSEARCH ?= 1
 export TOOLKIT_STACK ?= local
 # The integration suites `make test-containers` runs on containers: every package's, the plugin's own
 # fixtures and the example project. The local-process runner (stack/test_lifecycle.py), the secured
-# listener (security/), the docs and the bench harness stay with `make test`.
+# listener (security/), the docs, the bench harness and the driver's own JVM start (test_driver_jvm,
+# test_driver_jit_choice: nothing there touches the services) stay with `make test`.
 CONTAINER_SUITES ?= tests/integration/containers tests/integration/stack/test_plugin_fixtures.py tests/integration/stack/test_cdc_round_trip.py \
 	tests/integration/cdc tests/integration/eventstore tests/integration/materializers tests/integration/examples
 .PHONY: help prerequisites venv fetch connect-plugin up down status up-cluster down-cluster test-cluster lint unit integration docs test demo bench clean images test-containers containers-suite demo-compose
@@ -93,7 +94,9 @@ test-containers: fetch ## the integration suites on containers (testcontainers):
 containers-suite: # (inside test-containers, with an engine answering)
 	$(BIN)/devstack images build
 	$(BIN)/devstack containers prune
-	TOOLKIT_STACK=containers $(BIN)/pytest -m "integration and not cluster" $(CONTAINER_SUITES)
+	TOOLKIT_STACK=containers $(BIN)/pytest -m "integration and not cluster" $(CONTAINER_SUITES) \
+		--ignore=tests/integration/materializers/test_driver_jvm.py \
+		--ignore=tests/integration/materializers/test_driver_jit_choice.py
 
 demo-compose: fetch ## the demo against docker/compose.yaml on the images built here; `docker-compose down -v` after
 	BIN=$(BIN) bash docker/engine.sh bash docker/demo-compose.sh

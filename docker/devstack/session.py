@@ -65,6 +65,7 @@ class StackChoice:
     endpoints: Endpoints = field(default_factory=Endpoints)
     connect_pg_dsn: str | None = None
     connect_registry_url: str | None = None
+    opensearch_url: str | None = None  # OPENSEARCH_URL, for an external stack
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, backend: str | None = None) -> StackChoice:
@@ -81,6 +82,7 @@ class StackChoice:
             endpoints=Endpoints.from_env(env),
             connect_pg_dsn=env.get("TOOLKIT_CONNECT_PG_DSN") or None,
             connect_registry_url=env.get("TOOLKIT_CONNECT_REGISTRY_URL") or None,
+            opensearch_url=env.get("OPENSEARCH_URL") or None,
         )
 
     def external_connect_view(self) -> ConnectView:
@@ -184,7 +186,7 @@ def _external_handle(choice: StackChoice) -> StackHandle:
         )
     return StackHandle(
         choice.endpoints, "external", _unsupported, _unsupported, choice.external_connect_view(),
-        os.environ.get("OPENSEARCH_URL") or None,
+        choice.opensearch_url,
     )  # fmt: skip
 
 
@@ -200,7 +202,11 @@ def _containers_usable() -> bool:
     if not docker_engine_available():
         return False
     try:
-        choose_images(docker_client(), Pins.load(), StackConfig.from_env().optional)
+        client = docker_client()
+        try:
+            choose_images(client, Pins.load(), StackConfig.from_env().optional)
+        finally:
+            client.close()
     except StackError as exc:
         log.warning("%s; TOOLKIT_STACK=auto runs the services as local processes instead", exc)
         return False
