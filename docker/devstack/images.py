@@ -298,10 +298,6 @@ def _build_one(client: Any, image: PlannedImage) -> None:
             lines += [line for line in chunk.get("stream", "").splitlines() if line.strip()]
 
 
-def image_sizes(client: Any, planned: Mapping[str, PlannedImage]) -> dict[str, int]:
-    return {name: int(client.images.get(p.tag).attrs.get("Size", 0)) for name, p in planned.items()}
-
-
 # The variables docker/compose.yaml's `image:` entries read, by image.
 COMPOSE_VARIABLES = {name: f"TOOLKIT_IMAGE_{name.upper()}" for name in SERVICE_IMAGES}
 
