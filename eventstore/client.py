@@ -26,8 +26,8 @@ from eventstore.aggregate import Aggregate, type_name
 from eventstore.config import StoreConfig
 from eventstore.decision import StreamState
 from eventstore.envelope import CommandEnvelope, EventEnvelope, Outcome
-from eventstore.errors import CommandRejected, OutcomeUnknown, WrongExpectedVersion
-from eventstore.kafkaio import end_offsets, reader, take
+from eventstore.errors import CommandRejected, OutcomeUnknown, StoreConfigError, WrongExpectedVersion
+from eventstore.kafkaio import end_offsets, reader, require_partitions, take
 from eventstore.reading import EventReader
 from eventstore.serde import Serde
 from eventstore.topics import partition_for
@@ -117,7 +117,11 @@ class EventStoreClient(Generic[S]):
         self._delivery_errors: dict[str, KafkaError] = {}
         self._replies = reader(config.bootstrap_servers, client_config=config.kafka_client)
         try:
+            require_partitions(self._replies, config.commands_topic, config.partitions)
             _, hi = end_offsets(self._replies, config.replies_topic, self.reply_partition, timeout=10)
+        except StoreConfigError:
+            self._replies.close()
+            raise
         except KafkaException as exc:
             # Closing serves the consumer's callbacks: a refused login or broker certificate, which
             # librdkafka reports only there, is raised as KafkaAccessRefused (kafkakit.clients), naming

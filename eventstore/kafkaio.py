@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from eventstore.errors import EventStoreError
+from eventstore.errors import EventStoreError, StoreConfigError
 from kafkakit.client_config import KafkaClientConfig
 from kafkakit.clients import make_consumer
 from kafkakit.positions import StartPosition, resolve
@@ -120,6 +120,21 @@ def take(consumer: Consumer, limit: int, timeout: float) -> list[Message]:
     if not first or limit <= 1:
         return first
     return first + consumer.consume(limit - 1, timeout=0)
+
+
+def require_partitions(consumer: Consumer, topic: str, configured: int, timeout: float = 10.0) -> None:
+    """Refuse a config whose partition count is not the topic's: streams are placed by
+    `partition_for(stream, partitions)`, so another count sends a stream's commands to a partition (and a
+    processor) that does not own it. A topic that does not exist yet is left to the caller's own check."""
+    found = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+    if found is None or found.error is not None or not found.partitions:
+        return
+    if len(found.partitions) != configured:
+        raise StoreConfigError(
+            f"{topic} has {len(found.partitions)} partitions but this store is configured with "
+            f"partitions={configured}: commands would reach the wrong processor; set "
+            f"EVENTSTORE_PARTITIONS={len(found.partitions)} (or --partitions {len(found.partitions)})"
+        )
 
 
 def end_offsets(consumer: Consumer, topic: str, partition: int, timeout: float = 10.0) -> tuple[int, int]:

@@ -55,7 +55,7 @@ from eventstore.config import StoreConfig
 from eventstore.decision import StreamState, handle, snapshot_due
 from eventstore.dedup import DedupMemory
 from eventstore.envelope import Outcome, Position, Snapshot
-from eventstore.errors import EventStoreError, ProcessorFenced, RegistryUnavailable
+from eventstore.errors import EventStoreError, ProcessorFenced, RegistryUnavailable, StoreConfigError
 from eventstore.heap import HeapSettler
 from eventstore.kafkaio import (
     READ_COMMITTED,
@@ -63,6 +63,7 @@ from eventstore.kafkaio import (
     end_offsets,
     read_range,
     reader,
+    require_partitions,
     take,
     until_failover_ends,
 )
@@ -259,7 +260,13 @@ class CommandProcessor(Generic[S]):
                 open transaction commits nothing, so a restart re-reads the same commands (rather
                 than storing a wrong first outcome for them).
             EventStoreError: a transaction failed in a way that is neither abortable nor retriable.
+            StoreConfigError: the commands topic has another partition count than the config says.
         """
+        try:
+            require_partitions(self._reader, self.config.commands_topic, self.config.partitions)
+        except StoreConfigError:
+            self.close()
+            raise
         self.serde.require_migrated()
         for producer in self._producers:
             producer.init_transactions(self.config.transaction_timeout_ms / 1000)

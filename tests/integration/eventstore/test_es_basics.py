@@ -16,6 +16,7 @@ from eventstore.errors import (
     OutcomeUnknown,
     SchemaIncompatible,
     SchemaViolation,
+    StoreConfigError,
     TopicSetupError,
     UndecodableRecord,
     WrongExpectedVersion,
@@ -275,3 +276,21 @@ def test_a_retry_after_the_dedup_window_is_decided_again_and_init_aligns_the_out
     found = admin.describe_configs([resource])[resource].result(timeout=10)
     assert (found["cleanup.policy"].value, found["retention.ms"].value) == ("compact,delete", "60000")
     assert dict(ensure_topics(replace(store, dedup_window_ms=60_000)))[store.outcomes_topic] == "exists"
+
+
+@pytest.mark.parametrize("partitions", [1, 6])
+def test_a_partition_count_other_than_the_topics_is_refused_by_name(
+    store: StoreConfig, partitions: int
+) -> None:
+    """Streams are placed by their partition count: another count would send a stream's commands to a
+    processor that does not own it, so clients and processors refuse it before sending or deciding."""
+    wrong = replace(store, partitions=partitions)
+    with pytest.raises(StoreConfigError) as refused:
+        EventStore(wrong, o.ORDER).client()
+    message = str(refused.value)
+    assert f"{store.commands_topic} has 3 partitions" in message and f"partitions={partitions}" in message
+    assert "EVENTSTORE_PARTITIONS=3" in message
+    with pytest.raises(StoreConfigError, match="has 3 partitions"):
+        EventStore(wrong, o.ORDER).processor(instance_id=f"wrong-{partitions}").run(max_idle_s=1)
+    with EventStore(store, o.ORDER).client() as right:  # the store's own count still works
+        assert right.reply_partition in range(3)
