@@ -42,7 +42,7 @@ def parse_timestamp(text: str) -> Timestamp:
         moment = datetime.fromisoformat(text)
     except ValueError as exc:
         raise BadStartPosition(
-            f"timestamp {text!r} is not ISO-8601; write e.g. 2026-11-25T10:00:00Z"
+            f"timestamp {text!r} is not ISO-8601; write it as YYYY-MM-DDTHH:MM:SSZ (UTC) or with an offset such as +02:00"
         ) from exc
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)

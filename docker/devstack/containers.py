@@ -597,20 +597,21 @@ def prune(client: Any, *, alive: Callable[[int], bool] = alive) -> list[str]:
     """Remove the containers and networks of stacks whose owning process is gone (a killed test session
     or demo): what Ryuk does elsewhere; Ryuk's image cannot be pulled without a registry. A running
     session's stack is left alone. Returns what was removed."""
-    removed = []
+
+    def orphaned(labels: Mapping[str, str]) -> bool:
+        pid = int(labels.get(OWNER_LABEL) or 0)
+        return not (pid and alive(pid))
+
     owned = {"label": [f"{images.LABEL}=stack"]}
+    removed = []
     for container in client.containers.list(all=True, filters=owned):
-        pid = int(container.labels.get(OWNER_LABEL, "0") or 0)
-        if pid and alive(pid):
-            continue
-        container.remove(force=True, v=True)
-        removed.append(f"container {container.name}")
+        if orphaned(container.labels):
+            container.remove(force=True, v=True)
+            removed.append(f"container {container.name}")
     for network in client.networks.list(filters=owned):
-        pid = int(network.attrs.get("Labels", {}).get(OWNER_LABEL, "0") or 0)
-        if pid and alive(pid):
-            continue
-        network.remove()
-        removed.append(f"network {network.name}")
+        if orphaned(network.attrs.get("Labels") or {}):
+            network.remove()
+            removed.append(f"network {network.name}")
     return removed
 
 
